@@ -1,0 +1,56 @@
+#pragma once
+// Shared pieces of the op layer: argument checks that name the op and the shapes, and dispatch from a
+// tensor's runtime dtype to the typed kernel. Host kernels compute in f32 or f64 (f64 for reference
+// checks); bf16 is a storage type there.
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/tensor/tensor.hpp"
+
+namespace lwcl::ops {
+
+// Calls f(T{}) with T the C++ type of dtype t (f32 or f64); anything else is an error naming the op.
+template <class F>
+decltype(auto) dispatch_float(std::string_view op, dtype t, F&& f) {
+  switch (t) {
+    case dtype::f32: return f(float{});
+    case dtype::f64: return f(double{});
+    default: fail(op, ": dtype ", dtype_name(t), " is not supported here (expected f32 or f64)");
+  }
+}
+
+inline void expect_nonempty(std::string_view op, std::string_view arg, const tensor& t) {
+  check(t.data != nullptr && t.numel() > 0, op, ": ", arg, " is empty (shape ", t.shape.str(), "), a non-empty tensor is required");
+}
+
+inline void expect_shape(std::string_view op, std::string_view arg, const tensor& t, const shape& want) {
+  check(t.shape == want, op, ": ", arg, " has shape ", t.shape.str(), ", expected ", want.str());
+}
+
+inline void expect_numel(std::string_view op, std::string_view arg, const tensor& t, index_t want) {
+  check(t.numel() == want, op, ": ", arg, " has shape ", t.shape.str(), " (", t.numel(), " elements), expected ", want,
+        " elements");
+}
+
+inline void expect_last_dim(std::string_view op, std::string_view arg, const tensor& t, index_t want) {
+  check(t.shape.rank() >= 1 && t.shape.last() == want, op, ": ", arg, " has shape ", t.shape.str(),
+        ", expected last extent ", want);
+}
+
+// Every tensor in `ts` has the dtype of the first one; `names` gives their argument names.
+inline void expect_same_dtype(std::string_view op, std::initializer_list<std::pair<std::string_view, const tensor*>> ts) {
+  const auto* first = ts.begin();
+  for (const auto& [name, t] : ts) {
+    if (t->data == nullptr) continue;  // optional argument left out
+    check(t->type == first->second->type, op, ": ", name, " has dtype ", dtype_name(t->type), ", expected ",
+          dtype_name(first->second->type), " (the dtype of ", first->first, ")");
+  }
+}
+
+// Rows of a tensor whose last extent is the feature width: numel / last.
+inline index_t rows_of(const tensor& t) { return t.shape.last() ? t.numel() / t.shape.last() : 0; }
+
+}  // namespace lwcl::ops

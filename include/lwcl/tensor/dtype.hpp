@@ -1,0 +1,110 @@
+#pragma once
+// Element types: f32 and f64 (compute on the host), bf16 (storage and CUDA compute), f16 (read from
+// checkpoints). bf16 conversion rounds to nearest even and keeps NaN a NaN, as PyTorch does.
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "lwcl/core/config.hpp"
+#include "lwcl/core/error.hpp"
+
+namespace lwcl {
+
+// i32 holds token ids and targets.
+enum class dtype : std::uint8_t { f32, f64, bf16, f16, i32 };
+
+inline constexpr std::size_t dtype_size(dtype t) {
+  switch (t) {
+    case dtype::f32: return 4;
+    case dtype::f64: return 8;
+    case dtype::bf16: return 2;
+    case dtype::f16: return 2;
+    case dtype::i32: return 4;
+  }
+  return 0;
+}
+
+inline constexpr std::string_view dtype_name(dtype t) {
+  switch (t) {
+    case dtype::f32: return "f32";
+    case dtype::f64: return "f64";
+    case dtype::bf16: return "bf16";
+    case dtype::f16: return "f16";
+    case dtype::i32: return "i32";
+  }
+  return "?";
+}
+
+LWCL_HD_INLINE std::uint32_t float_bits(float f) {
+  std::uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+LWCL_HD_INLINE float bits_float(std::uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Brain float: the top 16 bits of an IEEE binary32.
+struct bf16 {
+  std::uint16_t bits = 0;
+
+  LWCL_HD_INLINE static bf16 from_bits(std::uint16_t b) {
+    bf16 r;
+    r.bits = b;
+    return r;
+  }
+  // Round to nearest, ties to even. NaN stays NaN (quiet, sign kept); overflow rounds to infinity.
+  LWCL_HD_INLINE static bf16 from_float(float f) {
+    const std::uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return from_bits(static_cast<std::uint16_t>((u >> 16) | 0x0040u));
+    const std::uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+    return from_bits(static_cast<std::uint16_t>((u + rounding) >> 16));
+  }
+  LWCL_HD_INLINE float to_float() const { return bits_float(static_cast<std::uint32_t>(bits) << 16); }
+};
+
+// IEEE binary16 to binary32 (exact), for reading f16 checkpoints.
+LWCL_HD_INLINE float f16_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1fu;
+  std::uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return bits_float(sign | 0x7f800000u | (mant << 13));  // inf / nan
+  if (exp == 0) {
+    if (mant == 0) return bits_float(sign);
+    // subnormal: normalise
+    int e = -1;
+    do {
+      ++e;
+      mant <<= 1;
+    } while ((mant & 0x400u) == 0);
+    mant &= 0x3ffu;
+    return bits_float(sign | (static_cast<std::uint32_t>(127 - 15 - e) << 23) | (mant << 13));
+  }
+  return bits_float(sign | ((exp + 127 - 15) << 23) | (mant << 13));
+}
+
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr dtype value = dtype::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr dtype value = dtype::f64;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr dtype value = dtype::i32;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr dtype value = dtype::bf16;
+};
+template <class T>
+inline constexpr dtype dtype_of_v = dtype_of<T>::value;
+
+}  // namespace lwcl
