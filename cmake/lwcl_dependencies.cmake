@@ -1,12 +1,29 @@
 # The libraries lwcl's headers use, gathered into one interface target `lwcl_deps`. Shared by the
 # source tree and the installed package config, so both resolve dependencies the same way.
+#
+# OpenBLAS: the OpenMP build is preferred. lwcl's host kernels run in OpenMP parallel regions between
+# GEMMs; with the pthreads build, OpenMP's spinning workers and OpenBLAS's own threads compete for the
+# cores and a 2-block GPT-2 step ran about 2x slower (bench/peer, docs/benchmarks.md).
 include_guard(GLOBAL)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(LWCL_OPENBLAS REQUIRED IMPORTED_TARGET GLOBAL openblas)
+
+set(LWCL_OPENBLAS_OPENMP_DIR "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp")
+find_library(LWCL_OPENBLAS_LIBRARY NAMES openblas PATHS ${LWCL_OPENBLAS_OPENMP_DIR} NO_DEFAULT_PATH)
+find_path(LWCL_OPENBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
 
 if(NOT TARGET lwcl_deps)
   add_library(lwcl_deps INTERFACE)
-  target_link_libraries(lwcl_deps INTERFACE OpenMP::OpenMP_CXX nlohmann_json::nlohmann_json PkgConfig::LWCL_OPENBLAS)
+  target_link_libraries(lwcl_deps INTERFACE OpenMP::OpenMP_CXX nlohmann_json::nlohmann_json)
+  if(LWCL_OPENBLAS_LIBRARY AND LWCL_OPENBLAS_INCLUDE_DIR)
+    target_link_libraries(lwcl_deps INTERFACE ${LWCL_OPENBLAS_LIBRARY})
+    target_include_directories(lwcl_deps SYSTEM INTERFACE ${LWCL_OPENBLAS_INCLUDE_DIR})
+  else()
+    message(WARNING "lwcl: OpenBLAS's OpenMP build was not found (Debian: libopenblas-openmp-dev); "
+                    "using the default OpenBLAS, whose threads compete with lwcl's OpenMP kernels")
+    find_package(PkgConfig REQUIRED)
+    pkg_check_modules(LWCL_OPENBLAS REQUIRED IMPORTED_TARGET GLOBAL openblas)
+    target_link_libraries(lwcl_deps INTERFACE PkgConfig::LWCL_OPENBLAS)
+  endif()
 endif()

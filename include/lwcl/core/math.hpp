@@ -18,6 +18,9 @@ LWCL_HD_INLINE float tanh(float x) { return ::tanhf(x); }
 LWCL_HD_INLINE double tanh(double x) { return ::tanh(x); }
 LWCL_HD_INLINE float erf(float x) { return ::erff(x); }
 LWCL_HD_INLINE double erf(double x) { return ::erf(x); }
+// 1 - erf(x) without the cancellation of forming it from erf: GELU's left tail needs it.
+LWCL_HD_INLINE float erfc(float x) { return ::erfcf(x); }
+LWCL_HD_INLINE double erfc(double x) { return ::erfc(x); }
 LWCL_HD_INLINE float cos(float x) { return ::cosf(x); }
 LWCL_HD_INLINE double cos(double x) { return ::cos(x); }
 LWCL_HD_INLINE float sin(float x) { return ::sinf(x); }

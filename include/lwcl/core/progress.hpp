@@ -13,8 +13,13 @@ namespace lwcl {
 
 class progress {
  public:
-  progress(std::string label, long total, double line_every_seconds = 5.0)
-      : label_(std::move(label)), total_(total), every_(line_every_seconds), tty_(isatty(fileno(stderr)) != 0) {}
+  // `stream` is where the bar goes (stderr by default); whether it is a terminal picks the style.
+  progress(std::string label, long total, double line_every_seconds = 5.0, std::FILE* stream = stderr)
+      : label_(std::move(label)),
+        total_(total),
+        every_(line_every_seconds),
+        out_(stream),
+        tty_(isatty(fileno(stream)) != 0) {}
   ~progress() { finish(); }
   progress(const progress&) = delete;
   progress& operator=(const progress&) = delete;
@@ -34,7 +39,7 @@ class progress {
     if (finished_) return;
     finished_ = true;
     if (done_ < total_ && done_ > 0 && !tty_) draw(clock_.seconds(), '\n');
-    if (tty_ && done_ > 0) std::fputc('\n', stderr);
+    if (tty_ && done_ > 0) std::fputc('\n', out_);
   }
 
  private:
@@ -47,18 +52,19 @@ class progress {
       const int filled = static_cast<int>(frac * width);
       std::string bar(static_cast<std::size_t>(filled), '#');
       bar.resize(width, '.');
-      std::fprintf(stderr, "%s%s [%s] %ld/%ld %5.1fs eta %5.1fs %s\x1b[K", end == '\r' ? "\r" : "", label_.c_str(),
+      std::fprintf(out_, "%s%s [%s] %ld/%ld %5.1fs eta %5.1fs %s\x1b[K", end == '\r' ? "\r" : "", label_.c_str(),
                    bar.c_str(), done_, total_, now, eta, note_.c_str());
     } else {
-      std::fprintf(stderr, "%s: %ld/%ld (%.0f%%) %.1fs eta %.1fs %s\n", label_.c_str(), done_, total_, 100.0 * frac, now,
+      std::fprintf(out_, "%s: %ld/%ld (%.0f%%) %.1fs eta %.1fs %s\n", label_.c_str(), done_, total_, 100.0 * frac, now,
                    eta, note_.c_str());
     }
-    std::fflush(stderr);
+    std::fflush(out_);
   }
 
   std::string label_;
   long total_;
   double every_;
+  std::FILE* out_;
   bool tty_;
   timer clock_;
   double last_ = -1e30;

@@ -1,0 +1,118 @@
+#pragma once
+// A contiguous run of blocks [first, last) of a model, forward and backward over (B, T, C) hidden
+// states. Parameters and gradients are views into buffers the owner holds (laid out by
+// add_block_params under "layers.<i>."), so a whole LM and a lone segment share this code. The stack
+// owns its activations: each block's saved tensors, the hidden states between blocks, and the
+// gradient scratch, which layers of equal widths share.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lwcl/model/block.hpp"
+
+namespace lwcl::model {
+
+inline std::string layer_prefix(index_t layer) { return "layers." + std::to_string(layer) + "."; }
+
+// Adds the parameters of layers [first, last) to `layout`.
+inline void add_stack_params(tensor_layout& layout, const model_config& cfg, index_t first, index_t last) {
+  for (index_t l = first; l < last; ++l) add_block_params(layout, layer_prefix(l), shape_of_layer(cfg, l));
+}
+
+template <class Backend>
+class block_stack {
+ public:
+  block_stack(Backend& be, const model_config& cfg, index_t first, index_t last, const tensor_layout& layout, void* params,
+              void* grads, dtype t)
+      : be_(be), cfg_(cfg), first_(first), last_(last), type_(t) {
+    check(0 <= first && first < last && last <= cfg.n_layers(), "block_stack: layer range [", first, ", ", last,
+          ") is not inside the model's ", cfg.n_layers(), " layers");
+    for (index_t l = first; l < last; ++l) {
+      shapes_.push_back(shape_of_layer(cfg, l));
+      w_.push_back(bind_block(layout, layer_prefix(l), params, t));
+      dw_.push_back(grads ? bind_block(layout, layer_prefix(l), grads, t) : block_weights{});
+    }
+  }
+
+  index_t size() const { return last_ - first_; }
+  std::size_t activation_bytes() const {
+    std::size_t n = mem_ ? mem_->bytes() : 0;
+    for (const auto& a : acts_) n += a->bytes();
+    for (const auto& g : grad_scratch_) n += g->bytes();
+    return n;
+  }
+
+  // y = blocks(x). x must stay unchanged until backward (it is the first block's saved input).
+  void forward(const tensor& x, const tensor& y) {
+    check(x.shape.rank() == 3 && x.shape[2] == cfg_.d_model, "block_stack::forward: x has shape ", x.shape.str(),
+          ", expected (B, T, ", cfg_.d_model, ")");
+    ensure(x.shape[0], x.shape[1]);
+    x_ = x;
+    for (std::size_t i = 0; i < shapes_.size(); ++i) {
+      const tensor& in = i == 0 ? x : hidden_[i - 1];
+      const tensor& out = i + 1 == shapes_.size() ? y : hidden_[i];
+      block_forward(be_, shapes_[i], w_[i], *acts_[i], in, out);
+    }
+  }
+
+  // Given dy, accumulates the parameter gradients and, when dx is non-empty, dx.
+  void backward(const tensor& dy, const tensor& dx) {
+    check(!acts_.empty() && x_.data != nullptr, "block_stack::backward called before forward");
+    check(dw_.front().q_w.data != nullptr, "block_stack::backward: the stack was built without gradient buffers");
+    tensor dcur = dy;
+    for (std::size_t i = shapes_.size(); i-- > 0;) {
+      const tensor& in = i == 0 ? x_ : hidden_[i - 1];
+      tensor dnext = i == 0 && dx.data ? dx : dstream_[i % 2];
+      if (!(i == 0 && dx.data)) be_.fill_zero(dnext.data, dnext.bytes());
+      block_backward(be_, shapes_[i], w_[i], dw_[i], *acts_[i], *grad_scratch_[scratch_of_[i]], in, dnext, dcur);
+      dcur = dnext;
+    }
+  }
+
+ private:
+  void ensure(index_t B, index_t T) {
+    if (B == B_ && T == T_) return;
+    B_ = B;
+    T_ = T;
+    acts_.clear();
+    grad_scratch_.clear();
+    scratch_of_.clear();
+    hidden_.assign(shapes_.size() > 1 ? shapes_.size() - 1 : 0, tensor());
+    mem_ = std::make_unique<arena<Backend>>();
+    for (auto& h : hidden_) mem_->declare(h, {B, T, cfg_.d_model});
+    mem_->declare(dstream_[0], {B, T, cfg_.d_model});
+    mem_->declare(dstream_[1], {B, T, cfg_.d_model});
+    mem_->allocate(be_, type_);
+    std::vector<std::size_t> owner;  // first layer index of each scratch
+    for (std::size_t i = 0; i < shapes_.size(); ++i) {
+      acts_.push_back(std::make_unique<block_acts<Backend>>(be_, shapes_[i], B, T, type_));
+      std::size_t s = 0;
+      for (; s < owner.size(); ++s) {
+        const auto& o = shapes_[owner[s]];
+        if (o.H == shapes_[i].H && o.KVH == shapes_[i].KVH && o.F == shapes_[i].F) break;
+      }
+      if (s == owner.size()) {
+        owner.push_back(i);
+        grad_scratch_.push_back(std::make_unique<block_acts<Backend>>(be_, shapes_[i], B, T, type_, true));
+      }
+      scratch_of_.push_back(s);
+    }
+  }
+
+  Backend& be_;
+  model_config cfg_;
+  index_t first_, last_;
+  dtype type_;
+  std::vector<block_shape> shapes_;
+  std::vector<block_weights> w_, dw_;
+  index_t B_ = -1, T_ = -1;
+  std::vector<std::unique_ptr<block_acts<Backend>>> acts_, grad_scratch_;
+  std::vector<std::size_t> scratch_of_;
+  std::vector<tensor> hidden_;
+  tensor dstream_[2];
+  std::unique_ptr<arena<Backend>> mem_;
+  tensor x_;
+};
+
+}  // namespace lwcl::model

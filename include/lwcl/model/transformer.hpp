@@ -1,0 +1,196 @@
+#pragma once
+// A decoder language model built from model::block: token (+ learned position) embedding, the blocks,
+// a final norm and an LM head (tied to the token embedding for gpt2). Parameters and their gradients
+// each live in one flat buffer laid out by tensor_layout, so an optimiser steps over a single range.
+// Forward returns the mean next-token cross-entropy; backward fills the gradient buffer.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lwcl/core/rng.hpp"
+#include "lwcl/model/block_stack.hpp"
+#include "lwcl/ops/cross_entropy.hpp"
+#include "lwcl/ops/embedding.hpp"
+
+namespace lwcl::model {
+
+// The parameter layout of a whole model: "wte", "wpe" (learned positions), "layers.<i>.<block param>",
+// "norm_f.weight"/"norm_f.bias", and "lm_head.weight" when the head is not tied.
+inline tensor_layout model_layout(const model_config& cfg) {
+  const auto tr = cfg.traits();
+  tensor_layout layout;
+  layout.add("wte", {cfg.vocab, cfg.d_model});
+  if (!tr.rope) layout.add("wpe", {cfg.max_seq, cfg.d_model});
+  add_stack_params(layout, cfg, 0, cfg.n_layers());
+  layout.add("norm_f.weight", {cfg.d_model});
+  if (!tr.rms_norm) layout.add("norm_f.bias", {cfg.d_model});
+  if (!cfg.tie_embeddings) layout.add("lm_head.weight", {cfg.vocab, cfg.d_model});
+  return layout;
+}
+
+// GPT-2's initialisation, deterministic in the seed: weights N(0, 0.02), residual output projections
+// N(0, 0.02 / sqrt(2 L)), norm weights 1, biases 0. Writes host memory of type T laid out by `layout`.
+template <class T>
+void init_parameters(const model_config& cfg, const tensor_layout& layout, T* host, std::uint64_t seed) {
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<index_t>(1, cfg.n_layers())));
+  for (std::size_t i = 0; i < layout.entries().size(); ++i) {
+    const auto& e = layout.entries()[i];
+    T* p = host + e.offset;
+    const index_t n = e.shape.numel();
+    const bool is_bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
+    const bool is_norm = e.name.find("norm") != std::string::npos;
+    if (is_norm && !is_bias) {
+      for (index_t j = 0; j < n; ++j) p[j] = T(1);
+    } else if (is_bias) {
+      for (index_t j = 0; j < n; ++j) p[j] = T(0);
+    } else {
+      const bool residual_out = e.name.find("attn.o.weight") != std::string::npos ||
+                                e.name.find("mlp.proj.weight") != std::string::npos ||
+                                e.name.find("mlp.down.weight") != std::string::npos;
+      const double std = residual_out ? proj_std : 0.02;
+      philox_stream s{seed, i};
+      for (index_t j = 0; j < n; ++j) p[j] = static_cast<T>(std * s.normal(static_cast<std::uint64_t>(j)));
+    }
+  }
+}
+
+template <class Backend>
+class transformer {
+ public:
+  transformer(Backend& be, model_config cfg, dtype t = dtype::f32)
+      : be_(be), cfg_(std::move(cfg)), type_(t), layout_((cfg_.validate(), model_layout(cfg_))) {
+    check(!cfg_.traits().post_norm, "transformer: family ", family_name(cfg_.fam),
+          " is an encoder; the language-model transformer supports gpt2, llama and qwen2");
+    params_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
+    grads_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
+    be_.fill_zero(params_.data(), params_.bytes());
+    be_.fill_zero(grads_.data(), grads_.bytes());
+    stack_ = std::make_unique<block_stack<Backend>>(be_, cfg_, 0, cfg_.n_layers(), layout_, params_.data(), grads_.data(), type_);
+  }
+
+  const model_config& config() const { return cfg_; }
+  const tensor_layout& layout() const { return layout_; }
+  dtype type() const { return type_; }
+  index_t num_parameters() const {
+    index_t n = 0;
+    for (const auto& e : layout_.entries()) n += e.shape.numel();
+    return n;
+  }
+  // The whole flat parameter / gradient buffers (including alignment padding, which stays zero).
+  tensor params() const { return tensor(params_.data(), type_, {layout_.numel()}); }
+  tensor grads() const { return tensor(grads_.data(), type_, {layout_.numel()}); }
+  tensor param(const std::string& name) const { return layout_.view(params_.data(), type_, name); }
+  tensor grad(const std::string& name) const { return layout_.view(grads_.data(), type_, name); }
+
+  void init(std::uint64_t seed) {
+    dispatch_host([&](auto z) {
+      using T = decltype(z);
+      std::vector<T> host(static_cast<std::size_t>(layout_.numel()), T(0));
+      init_parameters(cfg_, layout_, host.data(), seed);
+      be_.from_host(params_.data(), host.data(), params_.bytes());
+    });
+  }
+  void zero_grad() { be_.fill_zero(grads_.data(), grads_.bytes()); }
+
+  // Mean next-token cross-entropy of `targets` (i32, (B, T); < 0 ignored) given `tokens` (i32, (B, T)),
+  // both in backend memory. Saves what backward needs.
+  double forward(const tensor& tokens, const tensor& targets) {
+    ops::expect_shape("transformer::forward", "targets", targets, tokens.shape);
+    check(tokens.shape.rank() == 2, "transformer::forward: tokens has shape ", tokens.shape.str(), ", expected (B, T)");
+    const index_t B = tokens.shape[0], T = tokens.shape[1];
+    check(T <= cfg_.max_seq, "transformer::forward: sequence length ", T, " exceeds max_seq ", cfg_.max_seq);
+    ensure_acts(B, T);
+    auto& a = *acts_;
+    ops::embedding_forward(be_, a.x0, tokens, param("wte"), has("wpe") ? param("wpe") : tensor());
+    stack_->forward(a.x0, a.xL);
+    final_norm_forward();
+    ops::linear_forward(be_, a.logits, a.hf, head(), tensor());
+    tokens_ = tokens;
+    targets_ = targets;
+    return ops::cross_entropy(be_, tensor(), a.row_loss, a.logits.reshaped({B * T, cfg_.vocab}), targets.reshaped({B * T}));
+  }
+
+  // Accumulates d(loss)/d(params) * loss_scale into the gradient buffer (call zero_grad first).
+  void backward(double loss_scale = 1.0) {
+    check(acts_ != nullptr, "transformer::backward called before forward");
+    auto& a = *acts_;
+    const index_t N = a.B * a.T;
+    be_.fill_zero(a.dlogits.data, a.dlogits.bytes());
+    ops::cross_entropy(be_, a.dlogits.reshaped({N, cfg_.vocab}), a.row_loss, a.logits.reshaped({N, cfg_.vocab}),
+                       targets_.reshaped({N}), loss_scale);
+    be_.fill_zero(a.dh.data, a.dh.bytes());
+    ops::linear_backward(be_, a.dh, head_grad(), tensor(), a.dlogits, a.hf, head());
+    // Final norm backward into d(x_L), then the blocks, then the embeddings.
+    be_.fill_zero(a.dxL.data, a.dxL.bytes());
+    if (cfg_.traits().rms_norm)
+      ops::rmsnorm_backward(be_, a.dxL, grad("norm_f.weight"), a.dh, a.xL, param("norm_f.weight"), a.nf_rstd);
+    else
+      ops::layernorm_backward(be_, a.dxL, grad("norm_f.weight"), grad("norm_f.bias"), a.dh, a.xL, param("norm_f.weight"),
+                              a.nf_mean, a.nf_rstd);
+    be_.fill_zero(a.dx0.data, a.dx0.bytes());
+    stack_->backward(a.dxL, a.dx0);
+    ops::embedding_backward(be_, grad("wte"), has("wpe") ? grad("wpe") : tensor(), a.dx0, tokens_);
+  }
+
+  // Bytes of activation memory held for the current (B, T).
+  std::size_t activation_bytes() const { return acts_ ? acts_->mem.bytes() + stack_->activation_bytes() : 0; }
+
+ private:
+  struct activations {
+    index_t B, T;
+    tensor x0, xL, hf, nf_mean, nf_rstd, logits, dlogits, dh, row_loss, dxL, dx0;
+    arena<Backend> mem;
+  };
+
+  template <class F>
+  void dispatch_host(F&& f) {
+    ops::dispatch_float("transformer", type_, std::forward<F>(f));
+  }
+  std::size_t bytes_of(index_t n) const { return static_cast<std::size_t>(n) * dtype_size(type_); }
+  bool has(const std::string& name) const { return layout_.contains(name); }
+  tensor head() const { return cfg_.tie_embeddings ? param("wte") : param("lm_head.weight"); }
+  tensor head_grad() const { return cfg_.tie_embeddings ? grad("wte") : grad("lm_head.weight"); }
+
+  void final_norm_forward() {
+    auto& a = *acts_;
+    if (cfg_.traits().rms_norm)
+      ops::rmsnorm_forward(be_, a.hf, a.nf_rstd, a.xL, param("norm_f.weight"), cfg_.norm_eps);
+    else
+      ops::layernorm_forward(be_, a.hf, a.nf_mean, a.nf_rstd, a.xL, param("norm_f.weight"), param("norm_f.bias"),
+                             cfg_.norm_eps);
+  }
+
+  void ensure_acts(index_t B, index_t T) {
+    if (acts_ && acts_->B == B && acts_->T == T) return;
+    acts_.reset();
+    auto a = std::make_unique<activations>();
+    a->B = B;
+    a->T = T;
+    const index_t C = cfg_.d_model, V = cfg_.vocab;
+    a->mem.declare(a->x0, {B, T, C});
+    a->mem.declare(a->xL, {B, T, C});
+    a->mem.declare(a->hf, {B, T, C});
+    if (!cfg_.traits().rms_norm) a->mem.declare(a->nf_mean, {B * T});
+    a->mem.declare(a->nf_rstd, {B * T});
+    a->mem.declare(a->logits, {B, T, V});
+    a->mem.declare(a->dlogits, {B, T, V});
+    a->mem.declare(a->dh, {B, T, C});
+    a->mem.declare(a->row_loss, {B * T});
+    a->mem.declare(a->dxL, {B, T, C});
+    a->mem.declare(a->dx0, {B, T, C});
+    a->mem.allocate(be_, type_);
+    acts_ = std::move(a);
+  }
+
+  Backend& be_;
+  model_config cfg_;
+  dtype type_;
+  tensor_layout layout_;
+  buffer<Backend> params_, grads_;
+  std::unique_ptr<block_stack<Backend>> stack_;
+  std::unique_ptr<activations> acts_;
+  tensor tokens_, targets_;
+};
+
+}  // namespace lwcl::model

@@ -1,0 +1,93 @@
+#pragma once
+// Element-wise building blocks over tensors of one shape: residual adds, gradient accumulation, scaling
+// and copies. They are also the backward of each other (the gradient of add is an accumulate into both
+// inputs; the gradient of scale is a scale), so no separate backward ops exist.
+
+#include <cstdint>
+
+#include "lwcl/core/config.hpp"
+#include "lwcl/ops/common.hpp"
+
+namespace lwcl::ops {
+
+namespace kernel {
+
+template <class T>
+struct add_elem {
+  T* out;
+  const T* a;
+  const T* b;
+  LWCL_HD void operator()(index_t i) const { out[i] = a[i] + b[i]; }
+};
+
+template <class T>
+struct accumulate_elem {
+  T* dst;
+  const T* src;
+  LWCL_HD void operator()(index_t i) const { dst[i] += src[i]; }
+};
+
+template <class T>
+struct scale_elem {
+  T* x;
+  T alpha;
+  LWCL_HD void operator()(index_t i) const { x[i] *= alpha; }
+};
+
+}  // namespace kernel
+
+// out = a + b. Each element is read before it is written, so out may be a or b (an in-place residual add).
+template <class Backend>
+void add(Backend& be, const tensor& out, const tensor& a, const tensor& b) {
+  constexpr std::string_view op = "add";
+  expect_nonempty(op, "a", a);
+  expect_shape(op, "b", b, a.shape);
+  expect_shape(op, "out", out, a.shape);
+  expect_same_dtype(op, {{"a", &a}, {"b", &b}, {"out", &out}});
+  dispatch_float(op, a.type, [&](auto t) {
+    using T = decltype(t);
+    be.for_each(a.numel(), kernel::add_elem<T>{out.ptr<T>(), a.ptr<T>(), b.ptr<T>()});
+  });
+}
+
+// dst += src.
+template <class Backend>
+void accumulate(Backend& be, const tensor& dst, const tensor& src) {
+  constexpr std::string_view op = "accumulate";
+  expect_nonempty(op, "src", src);
+  expect_shape(op, "dst", dst, src.shape);
+  expect_same_dtype(op, {{"src", &src}, {"dst", &dst}});
+  dispatch_float(op, src.type, [&](auto t) {
+    using T = decltype(t);
+    be.for_each(src.numel(), kernel::accumulate_elem<T>{dst.ptr<T>(), src.ptr<T>()});
+  });
+}
+
+// x *= alpha (alpha is rounded to x's dtype first).
+template <class Backend>
+void scale(Backend& be, const tensor& x, double alpha) {
+  constexpr std::string_view op = "scale";
+  expect_nonempty(op, "x", x);
+  dispatch_float(op, x.type, [&](auto t) {
+    using T = decltype(t);
+    be.for_each(x.numel(), kernel::scale_elem<T>{x.ptr<T>(), static_cast<T>(alpha)});
+  });
+}
+
+// dst = src, bit for bit, for any dtype (token ids and bf16 included): a plain backend copy, since no
+// arithmetic is involved. The two may be the same tensor but must not partly overlap.
+template <class Backend>
+void copy(Backend& be, const tensor& dst, const tensor& src) {
+  constexpr std::string_view op = "copy";
+  expect_nonempty(op, "src", src);
+  expect_shape(op, "dst", dst, src.shape);
+  expect_same_dtype(op, {{"src", &src}, {"dst", &dst}});
+  if (dst.data == src.data) return;
+  const auto d = reinterpret_cast<std::uintptr_t>(dst.data), s = reinterpret_cast<std::uintptr_t>(src.data);
+  const std::size_t n = src.bytes();
+  check(d + n <= s || s + n <= d, op, ": dst and src overlap partly (", n, " bytes each, ",
+        d > s ? d - s : s - d, " bytes apart)");
+  be.copy(dst.data, src.data, n);
+}
+
+}  // namespace lwcl::ops

@@ -1,0 +1,122 @@
+#pragma once
+// Fully connected layer y = x W^T + b with W in PyTorch's (out, in) layout, so checkpoint weights are
+// used as stored. Both passes are GEMMs on the backend; only the bias add and its column sums are
+// functors. Backward accumulates (+=) into dinp, dweight and dbias, like every backward op in lwcl.
+
+#include <cstdint>
+
+#include "lwcl/core/config.hpp"
+#include "lwcl/ops/common.hpp"
+
+namespace lwcl::ops {
+
+namespace kernel {
+
+// One index per output element (not per row) so that neighbouring device threads touch neighbouring
+// addresses.
+template <class T>
+struct linear_bias_add {
+  T* out;
+  const T* bias;
+  index_t OC;
+
+  LWCL_HD void operator()(index_t i) const { out[i] += bias[i % OC]; }
+};
+
+// Column sums of dout, one writer per output channel so that the result does not depend on threading.
+template <class T>
+struct linear_bias_grad {
+  T* dbias;
+  const T* dout;
+  index_t N;
+  index_t OC;
+
+  LWCL_HD void operator()(index_t c) const {
+    T s = 0;
+    for (index_t r = 0; r < N; ++r) s += dout[r * OC + c];
+    dbias[c] += s;
+  }
+};
+
+}  // namespace kernel
+
+namespace linear_detail {
+
+// BLAS gives silently wrong results when C overlaps A or B, so overlapping arguments are rejected.
+inline void expect_disjoint(std::string_view op, std::string_view a_name, const tensor& a, std::string_view b_name,
+                            const tensor& b) {
+  if (a.data == nullptr || b.data == nullptr) return;
+  const auto a0 = reinterpret_cast<std::uintptr_t>(a.data), b0 = reinterpret_cast<std::uintptr_t>(b.data);
+  check(a0 + a.bytes() <= b0 || b0 + b.bytes() <= a0, op, ": ", a_name, " overlaps ", b_name,
+        " in memory; the output needs its own storage");
+}
+
+// (..., IC) -> (..., OC)
+inline shape with_last(const shape& s, index_t last) {
+  shape r;
+  for (int a = 0; a + 1 < s.rank(); ++a) r.push(s[a]);
+  r.push(last);
+  return r;
+}
+
+}  // namespace linear_detail
+
+// out = inp @ weight^T + bias. inp: (..., IC) read as N = numel / IC rows; weight: (OC, IC); bias: (OC)
+// or an empty tensor; out: (..., OC), which must not overlap inp or weight.
+template <class Backend>
+void linear_forward(Backend& be, const tensor& out, const tensor& inp, const tensor& weight, const tensor& bias) {
+  constexpr std::string_view op = "linear_forward";
+  expect_nonempty(op, "inp", inp);
+  expect_nonempty(op, "weight", weight);
+  const index_t IC = inp.shape.last(), N = rows_of(inp);
+  check(weight.shape.rank() == 2 && weight.shape[1] == IC, op, ": weight has shape ", weight.shape.str(),
+        ", expected [OC, ", IC, "] (IC = ", IC, " from inp ", inp.shape.str(), ")");
+  const index_t OC = weight.shape[0];
+  expect_shape(op, "out", out, linear_detail::with_last(inp.shape, OC));
+  expect_nonempty(op, "out", out);
+  if (bias.data) expect_shape(op, "bias", bias, shape{OC});
+  expect_same_dtype(op, {{"inp", &inp}, {"out", &out}, {"weight", &weight}, {"bias", &bias}});
+  linear_detail::expect_disjoint(op, "out", out, "inp", inp);
+  linear_detail::expect_disjoint(op, "out", out, "weight", weight);
+  dispatch_float(op, inp.type, [&](auto t) {
+    using T = decltype(t);
+    be.gemm(false, true, N, OC, IC, T(1), inp.ptr<T>(), IC, weight.ptr<T>(), IC, T(0), out.ptr<T>(), OC);
+    if (bias.data) be.for_each(N * OC, kernel::linear_bias_add<T>{out.ptr<T>(), bias.ptr<T>(), OC}, 1);
+  });
+}
+
+// Accumulates the gradients of linear_forward: dinp += dout @ weight, dweight += dout^T @ inp,
+// dbias += column sums of dout. dinp may be empty (nothing upstream needs it, e.g. the first layer);
+// dbias may be empty (the forward had no bias). Shapes are those of the forward.
+template <class Backend>
+void linear_backward(Backend& be, const tensor& dinp, const tensor& dweight, const tensor& dbias, const tensor& dout,
+                     const tensor& inp, const tensor& weight) {
+  constexpr std::string_view op = "linear_backward";
+  expect_nonempty(op, "inp", inp);
+  expect_nonempty(op, "weight", weight);
+  const index_t IC = inp.shape.last(), N = rows_of(inp);
+  check(weight.shape.rank() == 2 && weight.shape[1] == IC, op, ": weight has shape ", weight.shape.str(),
+        ", expected [OC, ", IC, "] (IC = ", IC, " from inp ", inp.shape.str(), ")");
+  const index_t OC = weight.shape[0];
+  expect_shape(op, "dout", dout, linear_detail::with_last(inp.shape, OC));
+  expect_nonempty(op, "dout", dout);
+  if (dinp.data) expect_shape(op, "dinp", dinp, inp.shape);
+  expect_shape(op, "dweight", dweight, weight.shape);
+  expect_nonempty(op, "dweight", dweight);
+  if (dbias.data) expect_shape(op, "dbias", dbias, shape{OC});
+  expect_same_dtype(op, {{"inp", &inp}, {"dout", &dout}, {"dinp", &dinp}, {"weight", &weight}, {"dweight", &dweight},
+                         {"dbias", &dbias}});
+  linear_detail::expect_disjoint(op, "dinp", dinp, "dout", dout);
+  linear_detail::expect_disjoint(op, "dinp", dinp, "weight", weight);
+  linear_detail::expect_disjoint(op, "dweight", dweight, "dout", dout);
+  linear_detail::expect_disjoint(op, "dweight", dweight, "inp", inp);
+  dispatch_float(op, inp.type, [&](auto t) {
+    using T = decltype(t);
+    if (dinp.data)
+      be.gemm(false, false, N, IC, OC, T(1), dout.ptr<T>(), OC, weight.ptr<T>(), IC, T(1), dinp.ptr<T>(), IC);
+    be.gemm(true, false, OC, IC, N, T(1), dout.ptr<T>(), OC, inp.ptr<T>(), IC, T(1), dweight.ptr<T>(), IC);
+    if (dbias.data) be.for_each(OC, kernel::linear_bias_grad<T>{dbias.ptr<T>(), dout.ptr<T>(), N, OC}, N);
+  });
+}
+
+}  // namespace lwcl::ops

@@ -1,0 +1,117 @@
+#pragma once
+// RMSNorm over the last axis, forward and backward (llama, qwen2): no mean subtraction and no bias.
+// Forward saves each row's reciprocal root mean square for the backward pass, which accumulates (+=)
+// into dinp and dweight.
+
+#include "lwcl/core/config.hpp"
+#include "lwcl/core/math.hpp"
+#include "lwcl/ops/common.hpp"
+
+namespace lwcl::ops {
+
+namespace kernel {
+
+template <class T>
+struct rmsnorm_forward_row {
+  T* out;
+  T* rstd;
+  const T* inp;
+  const T* weight;
+  index_t C;
+  T eps;
+
+  LWCL_HD void operator()(index_t row) const {
+    const T* x = inp + row * C;
+    T* y = out + row * C;
+    T ms = 0;
+    for (index_t i = 0; i < C; ++i) ms += x[i] * x[i];
+    ms /= static_cast<T>(C);
+    const T s = T(1) / math::sqrt(ms + eps);
+    for (index_t i = 0; i < C; ++i) y[i] = x[i] * s * weight[i];
+    rstd[row] = s;
+  }
+};
+
+// dinp for one row: s * g - s^3 * x * mean(g * x) with g = dout * weight, since d s / d x = -s^3 x / C.
+template <class T>
+struct rmsnorm_backward_row {
+  T* dinp;
+  const T* dout;
+  const T* inp;
+  const T* weight;
+  const T* rstd;
+  index_t C;
+
+  LWCL_HD void operator()(index_t row) const {
+    const T* x = inp + row * C;
+    const T* dy = dout + row * C;
+    T* dx = dinp + row * C;
+    const T s = rstd[row];
+    T gx_mean = 0;
+    for (index_t i = 0; i < C; ++i) gx_mean += dy[i] * weight[i] * x[i];
+    gx_mean /= static_cast<T>(C);
+    const T s3 = s * s * s;
+    for (index_t i = 0; i < C; ++i) dx[i] += s * dy[i] * weight[i] - s3 * x[i] * gx_mean;
+  }
+};
+
+// dweight for one channel, summed over all rows (deterministic: one writer per channel).
+template <class T>
+struct rmsnorm_backward_weight {
+  T* dweight;
+  const T* dout;
+  const T* inp;
+  const T* rstd;
+  index_t N;
+  index_t C;
+
+  LWCL_HD void operator()(index_t c) const {
+    T dw = 0;
+    for (index_t r = 0; r < N; ++r) dw += dout[r * C + c] * inp[r * C + c] * rstd[r];
+    dweight[c] += dw;
+  }
+};
+
+}  // namespace kernel
+
+// out = inp * rstd * weight over the last axis with rstd = 1 / sqrt(mean(inp^2) + eps). inp, out: (..., C);
+// weight: (C); rstd: one value per row, saved for rmsnorm_backward. eps is the model's rms_norm_eps.
+template <class Backend>
+void rmsnorm_forward(Backend& be, const tensor& out, const tensor& rstd, const tensor& inp, const tensor& weight, double eps) {
+  constexpr std::string_view op = "rmsnorm_forward";
+  expect_nonempty(op, "inp", inp);
+  const index_t C = inp.shape.last(), N = rows_of(inp);
+  expect_shape(op, "out", out, inp.shape);
+  expect_shape(op, "weight", weight, shape{C});
+  expect_numel(op, "rstd", rstd, N);
+  expect_same_dtype(op, {{"inp", &inp}, {"out", &out}, {"weight", &weight}, {"rstd", &rstd}});
+  check(eps >= 0, op, ": eps is ", eps, ", expected a value >= 0");
+  dispatch_float(op, inp.type, [&](auto t) {
+    using T = decltype(t);
+    be.for_each(N, kernel::rmsnorm_forward_row<T>{out.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), C, static_cast<T>(eps)},
+                5 * C);
+  });
+}
+
+// Accumulates the gradients of rmsnorm_forward: dinp += ..., dweight += ...; rstd is the forward's.
+template <class Backend>
+void rmsnorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, const tensor& dout, const tensor& inp,
+                      const tensor& weight, const tensor& rstd) {
+  constexpr std::string_view op = "rmsnorm_backward";
+  expect_nonempty(op, "inp", inp);
+  const index_t C = inp.shape.last(), N = rows_of(inp);
+  expect_shape(op, "dout", dout, inp.shape);
+  expect_shape(op, "dinp", dinp, inp.shape);
+  expect_shape(op, "weight", weight, shape{C});
+  expect_shape(op, "dweight", dweight, shape{C});
+  expect_numel(op, "rstd", rstd, N);
+  expect_same_dtype(op, {{"inp", &inp}, {"dout", &dout}, {"dinp", &dinp}, {"weight", &weight}, {"dweight", &dweight}, {"rstd", &rstd}});
+  dispatch_float(op, inp.type, [&](auto t) {
+    using T = decltype(t);
+    be.for_each(N, kernel::rmsnorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), rstd.ptr<T>(), C},
+                7 * C);
+    be.for_each(C, kernel::rmsnorm_backward_weight<T>{dweight.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), rstd.ptr<T>(), N, C}, 3 * N);
+  });
+}
+
+}  // namespace lwcl::ops
