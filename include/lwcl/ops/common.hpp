@@ -50,6 +50,11 @@ inline void expect_same_dtype(std::string_view op, std::initializer_list<std::pa
   }
 }
 
+// Column reductions (sums over rows per channel) run over chunks of this many adjacent channels, so
+// each row is read contiguously; the summation order per channel stays row by row.
+inline constexpr index_t column_chunk = 16;
+inline index_t column_chunks(index_t C) { return (C + column_chunk - 1) / column_chunk; }
+
 // Rows of a tensor whose last extent is the feature width: numel / last.
 inline index_t rows_of(const tensor& t) { return t.shape.last() ? t.numel() / t.shape.last() : 0; }
 

@@ -42,7 +42,7 @@ struct embedding_forward_row {
   }
 };
 
-// dwte column c: walks every token in order, so each dwte element has one writer and a fixed summation
+// dwte columns: walks every token in order, so each dwte element has one writer and a fixed summation
 // order. Out-of-range ids are skipped (the host rejects them before launch).
 template <class T>
 struct embedding_backward_wte_channel {
@@ -53,10 +53,16 @@ struct embedding_backward_wte_channel {
   index_t V;
   index_t C;
 
-  LWCL_HD void operator()(index_t c) const {
+  // One chunk of column_chunk adjacent channels (contiguous reads and writes per token).
+  LWCL_HD void operator()(index_t chunk) const {
+    const index_t c0 = chunk * column_chunk;
+    const index_t n = C - c0 < column_chunk ? C - c0 : column_chunk;
     for (index_t r = 0; r < N; ++r) {
       const index_t id = tokens[r];
-      if (id >= 0 && id < V) dwte[id * C + c] += dout[r * C + c];
+      if (id < 0 || id >= V) continue;
+      T* dst = dwte + id * C + c0;
+      const T* src = dout + r * C + c0;
+      for (index_t j = 0; j < n; ++j) dst[j] += src[j];
     }
   }
 };
@@ -143,8 +149,9 @@ void embedding_backward(Backend& be, const tensor& dwte, const tensor& dwpe, con
   if constexpr (!Backend::is_device) detail::embedding_check_ids(op, tokens, V);
   dispatch_float(op, dwte.type, [&](auto t) {
     using E = decltype(t);
-    be.for_each(C, kernel::embedding_backward_wte_channel<E>{dwte.ptr<E>(), dout.ptr<E>(), tokens.ptr<std::int32_t>(), B * T, V, C},
-                B * T);
+    be.for_each(column_chunks(C),
+                kernel::embedding_backward_wte_channel<E>{dwte.ptr<E>(), dout.ptr<E>(), tokens.ptr<std::int32_t>(), B * T, V, C},
+                column_chunk * B * T);
     if (dwpe.data)
       be.for_each(T * C, kernel::embedding_backward_wpe_elem<E>{static_cast<E*>(dwpe.data), dout.ptr<E>(), B, T, C}, B);
   });

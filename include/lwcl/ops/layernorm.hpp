@@ -71,7 +71,7 @@ struct layernorm_backward_row {
   }
 };
 
-// dweight and dbias for one channel, summed over all rows (deterministic: one writer per channel).
+// dweight and dbias summed over all rows (deterministic: one writer per channel).
 template <class T>
 struct layernorm_backward_param {
   T* dweight;
@@ -83,15 +83,24 @@ struct layernorm_backward_param {
   index_t N;
   index_t C;
 
-  LWCL_HD void operator()(index_t c) const {
-    T dw = 0, db = 0;
+  // One chunk of column_chunk adjacent channels.
+  LWCL_HD void operator()(index_t chunk) const {
+    const index_t c0 = chunk * column_chunk;
+    const index_t n = C - c0 < column_chunk ? C - c0 : column_chunk;
+    T dw[column_chunk] = {}, db[column_chunk] = {};
     for (index_t r = 0; r < N; ++r) {
-      const T dy = dout[r * C + c];
-      dw += dy * (inp[r * C + c] - mean[r]) * rstd[r];
-      db += dy;
+      const T* dy = dout + r * C + c0;
+      const T* x = inp + r * C + c0;
+      const T m = mean[r], s = rstd[r];
+      for (index_t j = 0; j < n; ++j) {
+        dw[j] += dy[j] * (x[j] - m) * s;
+        db[j] += dy[j];
+      }
     }
-    dweight[c] += dw;
-    if (dbias) dbias[c] += db;
+    for (index_t j = 0; j < n; ++j) {
+      dweight[c0 + j] += dw[j];
+      if (dbias) dbias[c0 + j] += db[j];
+    }
   }
 };
 
@@ -141,9 +150,10 @@ void layernorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, 
     be.for_each(N, kernel::layernorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), mean.ptr<T>(),
                                                      rstd.ptr<T>(), C},
                 8 * C);
-    be.for_each(C, kernel::layernorm_backward_param<T>{dweight.ptr<T>(), static_cast<T*>(dbias.data), dout.ptr<T>(), inp.ptr<T>(),
-                                                       mean.ptr<T>(), rstd.ptr<T>(), N, C},
-                4 * N);
+    be.for_each(column_chunks(C),
+                kernel::layernorm_backward_param<T>{dweight.ptr<T>(), static_cast<T*>(dbias.data), dout.ptr<T>(), inp.ptr<T>(),
+                                                    mean.ptr<T>(), rstd.ptr<T>(), N, C},
+                4 * column_chunk * N);
   });
 }
 

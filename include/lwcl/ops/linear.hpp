@@ -12,15 +12,18 @@ namespace lwcl::ops {
 
 namespace kernel {
 
-// One index per output element (not per row) so that neighbouring device threads touch neighbouring
-// addresses.
 template <class T>
-struct linear_bias_add {
+struct linear_bias_fill_row {
   T* out;
   const T* bias;
   index_t OC;
 
-  LWCL_HD void operator()(index_t i) const { out[i] += bias[i % OC]; }
+  // Row r of out starts as the bias; the GEMM then adds inp @ weight^T with beta = 1, which saves a
+  // second pass over out.
+  LWCL_HD void operator()(index_t r) const {
+    T* o = out + r * OC;
+    for (index_t j = 0; j < OC; ++j) o[j] = bias[j];
+  }
 };
 
 // Column sums of dout, one writer per output channel so that the result does not depend on threading.
@@ -31,10 +34,16 @@ struct linear_bias_grad {
   index_t N;
   index_t OC;
 
-  LWCL_HD void operator()(index_t c) const {
-    T s = 0;
-    for (index_t r = 0; r < N; ++r) s += dout[r * OC + c];
-    dbias[c] += s;
+  // One chunk of column_chunk adjacent columns.
+  LWCL_HD void operator()(index_t chunk) const {
+    const index_t c0 = chunk * column_chunk;
+    const index_t n = OC - c0 < column_chunk ? OC - c0 : column_chunk;
+    T s[column_chunk] = {};
+    for (index_t r = 0; r < N; ++r) {
+      const T* row = dout + r * OC + c0;
+      for (index_t j = 0; j < n; ++j) s[j] += row[j];
+    }
+    for (index_t j = 0; j < n; ++j) dbias[c0 + j] += s[j];
   }
 };
 
@@ -80,8 +89,8 @@ void linear_forward(Backend& be, const tensor& out, const tensor& inp, const ten
   linear_detail::expect_disjoint(op, "out", out, "weight", weight);
   dispatch_float(op, inp.type, [&](auto t) {
     using T = decltype(t);
-    be.gemm(false, true, N, OC, IC, T(1), inp.ptr<T>(), IC, weight.ptr<T>(), IC, T(0), out.ptr<T>(), OC);
-    if (bias.data) be.for_each(N * OC, kernel::linear_bias_add<T>{out.ptr<T>(), bias.ptr<T>(), OC}, 1);
+    if (bias.data) be.for_each(N, kernel::linear_bias_fill_row<T>{out.ptr<T>(), bias.ptr<T>(), OC}, OC);
+    be.gemm(false, true, N, OC, IC, T(1), inp.ptr<T>(), IC, weight.ptr<T>(), IC, bias.data ? T(1) : T(0), out.ptr<T>(), OC);
   });
 }
 
@@ -115,7 +124,7 @@ void linear_backward(Backend& be, const tensor& dinp, const tensor& dweight, con
     if (dinp.data)
       be.gemm(false, false, N, IC, OC, T(1), dout.ptr<T>(), OC, weight.ptr<T>(), IC, T(1), dinp.ptr<T>(), IC);
     be.gemm(true, false, OC, IC, N, T(1), dout.ptr<T>(), OC, inp.ptr<T>(), IC, T(1), dweight.ptr<T>(), IC);
-    if (dbias.data) be.for_each(OC, kernel::linear_bias_grad<T>{dbias.ptr<T>(), dout.ptr<T>(), N, OC}, N);
+    if (dbias.data) be.for_each(column_chunks(OC), kernel::linear_bias_grad<T>{dbias.ptr<T>(), dout.ptr<T>(), N, OC}, column_chunk * N);
   });
 }
 

@@ -65,10 +65,17 @@ struct rmsnorm_backward_weight {
   index_t N;
   index_t C;
 
-  LWCL_HD void operator()(index_t c) const {
-    T dw = 0;
-    for (index_t r = 0; r < N; ++r) dw += dout[r * C + c] * inp[r * C + c] * rstd[r];
-    dweight[c] += dw;
+  // One chunk of column_chunk adjacent channels.
+  LWCL_HD void operator()(index_t chunk) const {
+    const index_t c0 = chunk * column_chunk;
+    const index_t n = C - c0 < column_chunk ? C - c0 : column_chunk;
+    T dw[column_chunk] = {};
+    for (index_t r = 0; r < N; ++r) {
+      const T* dy = dout + r * C + c0;
+      const T* x = inp + r * C + c0;
+      for (index_t j = 0; j < n; ++j) dw[j] += dy[j] * x[j] * rstd[r];
+    }
+    for (index_t j = 0; j < n; ++j) dweight[c0 + j] += dw[j];
   }
 };
 
@@ -110,7 +117,8 @@ void rmsnorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, co
     using T = decltype(t);
     be.for_each(N, kernel::rmsnorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), rstd.ptr<T>(), C},
                 7 * C);
-    be.for_each(C, kernel::rmsnorm_backward_weight<T>{dweight.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), rstd.ptr<T>(), N, C}, 3 * N);
+    be.for_each(column_chunks(C), kernel::rmsnorm_backward_weight<T>{dweight.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), rstd.ptr<T>(), N, C},
+                3 * column_chunk * N);
   });
 }
 

@@ -2,6 +2,8 @@
 // backend::host: runs LWCL_HD functors with OpenMP and GEMMs through a provider policy (OpenBLAS by
 // default). Memory is 64-byte aligned host memory reported to the tracker as tier::host.
 
+#include <omp.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -12,6 +14,21 @@
 #include "lwcl/core/memory.hpp"
 
 namespace lwcl::backend {
+
+namespace detail {
+// Lowers the calling thread's OpenMP thread count to 1 for its lifetime. OpenBLAS's OpenMP build reads
+// omp_get_max_threads() on every call, so this makes one GEMM single-threaded.
+class single_threaded {
+ public:
+  single_threaded() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~single_threaded() { omp_set_num_threads(saved_); }
+  single_threaded(const single_threaded&) = delete;
+  single_threaded& operator=(const single_threaded&) = delete;
+
+ private:
+  int saved_;
+};
+}  // namespace detail
 
 template <class Gemm = gemm::openblas>
 struct host {
@@ -39,27 +56,50 @@ struct host {
   void synchronize() {}
 
   // ---- kernels ------------------------------------------------------------------------------------
-  // Calls f(i) for i in [0, n). `cost` is a rough per-index work estimate in flops; small loops stay on
-  // one thread, where a parallel region would cost more than it saves.
+  // Calls f(i) for i in [0, n). `cost` is a rough per-index work estimate in flops; loops under
+  // parallel_work stay on one thread. A parallel region costs microseconds on an idle machine but can
+  // cost milliseconds when another process holds a core (every worker must reach the barrier), so
+  // only loops worth a fraction of a millisecond are split.
+  static constexpr index_t parallel_work = index_t(1) << 20;
   template <class F>
   void for_each(index_t n, F f, index_t cost = 1) const {
     if (n <= 0) return;
-#pragma omp parallel for schedule(static) if (n * cost >= 32768 && n > 1)
+#pragma omp parallel for schedule(static) if (n * cost >= parallel_work && n > 1)
     for (index_t i = 0; i < n; ++i) f(i);
   }
+
+  // GEMMs below this many multiply-adds run on one thread: splitting them saves less than the
+  // synchronisation costs, badly so when another process holds a core.
+  static constexpr double serial_gemm_mnk = 8.0 * (1 << 20);
 
   // Row-major C[M,N] = alpha * op(A) * op(B) + beta * C.
   template <class T>
   void gemm(bool ta, bool tb, index_t M, index_t N, index_t K, T alpha, const T* A, index_t lda, const T* B, index_t ldb,
             T beta, T* C, index_t ldc) const {
     if (M == 0 || N == 0) return;
+    if (static_cast<double>(M) * N * K < serial_gemm_mnk) {
+      detail::single_threaded guard;
+      Gemm::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    }
     Gemm::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
-  // `batch` GEMMs whose operands sit at fixed strides from each other.
+  // `batch` GEMMs whose operands sit at fixed strides from each other. Small GEMMs (attention's
+  // per-head products) are spread over threads one whole GEMM each, which keeps every output's
+  // summation order independent of the thread count; inside the parallel region OpenBLAS runs on the
+  // calling thread alone.
   template <class T>
   void gemm_batched(bool ta, bool tb, index_t M, index_t N, index_t K, T alpha, const T* A, index_t lda, index_t strideA,
                     const T* B, index_t ldb, index_t strideB, T beta, T* C, index_t ldc, index_t strideC,
                     index_t batch) const {
+    if (M == 0 || N == 0 || batch <= 0) return;
+    const double mnk = static_cast<double>(M) * N * K;
+    if (batch > 1 && mnk < serial_gemm_mnk && mnk * batch >= parallel_work) {
+#pragma omp parallel for schedule(static)
+      for (index_t b = 0; b < batch; ++b)
+        Gemm::run(ta, tb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta, C + b * strideC, ldc);
+      return;
+    }
     for (index_t b = 0; b < batch; ++b)
       gemm(ta, tb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta, C + b * strideC, ldc);
   }
@@ -68,7 +108,7 @@ struct host {
   template <class T>
   double sum(const T* x, index_t n) const {
     double acc = 0;
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (n >= 65536)
+#pragma omp parallel for reduction(+ : acc) schedule(static) if (n >= parallel_work)
     for (index_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]);
     return acc;
   }
@@ -76,7 +116,7 @@ struct host {
   template <class T>
   double sum_squares(const T* x, index_t n) const {
     double acc = 0;
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (n >= 65536)
+#pragma omp parallel for reduction(+ : acc) schedule(static) if (n >= parallel_work)
     for (index_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
     return acc;
   }

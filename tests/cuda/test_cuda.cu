@@ -1,0 +1,691 @@
+// backend::cuda against backend::host: the backend primitives (memory, copies, for_each, GEMMs, sums,
+// the memory tracker, error reporting) and every op under include/lwcl/ops/, forward and backward, run
+// on both backends from the same random f32 inputs and compared. A new op gets its case here too.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "lwcl/backend/cuda/cuda.cuh"
+#include "lwcl/backend/host/gemm_naive.hpp"
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/core/memory.hpp"
+#include "lwcl/core/rng.hpp"
+#include "lwcl/ops/activation.hpp"
+#include "lwcl/ops/attention.hpp"
+#include "lwcl/ops/cross_entropy.hpp"
+#include "lwcl/ops/distill_loss.hpp"
+#include "lwcl/ops/elementwise.hpp"
+#include "lwcl/ops/embedding.hpp"
+#include "lwcl/ops/layernorm.hpp"
+#include "lwcl/ops/linear.hpp"
+#include "lwcl/ops/rmsnorm.hpp"
+#include "lwcl/ops/rope.hpp"
+#include "lwcl/tensor/tensor.hpp"
+#include "support/check.hpp"
+
+using namespace lwcl;
+using lwcl::test::rel_error;
+
+namespace {
+
+// Tolerances for f32 parity, in test::rel_error (largest absolute difference over the host result's
+// largest magnitude). Both backends run the same functors in f32; they differ only by FMA contraction
+// and by CUDA's math functions against glibc's (a few ulp: ~1e-7 relative), and, in GEMMs, by cuBLAS's
+// summation order against OpenBLAS's (grows like sqrt(K) ulp). Backward passes sum over rows or
+// tokens, where cancellation magnifies the same rounding differences, hence the looser bound.
+constexpr double fwd_tol = 1e-5;
+constexpr double bwd_tol = 1e-4;
+// f64 GEMMs and double-accumulated sums differ only in summation order.
+constexpr double f64_tol = 1e-12;
+// For results that must be bitwise equal (rel_error is then 0).
+constexpr double exact = 1e-300;
+
+using host_be = backend::host<gemm::openblas>;
+using device_be = backend::cuda;
+
+// Named results of one run, each with the tolerance it is held to.
+struct results {
+  struct entry {
+    std::string name;
+    std::vector<double> data;
+    double tol;
+  };
+  std::vector<entry> entries;
+
+  void add(std::string name, std::vector<double> data, double tol) { entries.push_back({std::move(name), std::move(data), tol}); }
+  void add_scalar(std::string name, double v, double tol) { add(std::move(name), {v}, tol); }
+};
+
+// Compares a device run with the host run of the same computation, entry by entry.
+void check_parity(const results& host, const results& dev) {
+  REQUIRE(host.entries.size() == dev.entries.size());
+  for (std::size_t i = 0; i < host.entries.size(); ++i) {
+    const auto& h = host.entries[i];
+    const auto& d = dev.entries[i];
+    INFO("result '", h.name, "'");
+    REQUIRE(d.name == h.name);
+    REQUIRE(d.data.size() == h.data.size());
+    CHECK(rel_error(d.data, h.data) < h.tol);
+  }
+}
+
+// Tensors on one backend for the span of a test: uploads host vectors, hands out zeroed tensors, and
+// reads results back as doubles.
+template <class Be>
+class arena {
+ public:
+  explicit arena(Be& be) : be_(be) {}
+
+  template <class T>
+  tensor upload(const std::vector<T>& host, shape s) {
+    REQUIRE(static_cast<index_t>(host.size()) == s.numel());
+    void* p = allocate(host.size() * sizeof(T));
+    be_.from_host(p, host.data(), host.size() * sizeof(T));
+    return tensor(static_cast<T*>(p), s);
+  }
+  template <class T>
+  tensor zeros(shape s) {
+    const std::size_t bytes = static_cast<std::size_t>(s.numel()) * sizeof(T);
+    void* p = allocate(bytes);
+    be_.fill_zero(p, bytes);
+    return tensor(static_cast<T*>(p), s);
+  }
+  std::vector<double> get(const tensor& t) {
+    switch (t.type) {
+      case dtype::f32: return read<float>(t);
+      case dtype::f64: return read<double>(t);
+      case dtype::i32: return read<std::int32_t>(t);
+      default: FAIL("arena::get: unexpected dtype ", dtype_name(t.type)); return {};
+    }
+  }
+
+ private:
+  void* allocate(std::size_t bytes) {
+    bufs_.emplace_back(be_, bytes);
+    return bufs_.back().data();
+  }
+  template <class T>
+  std::vector<double> read(const tensor& t) {
+    std::vector<T> v(static_cast<std::size_t>(t.numel()));
+    be_.to_host(v.data(), t.data, t.bytes());
+    return std::vector<double>(v.begin(), v.end());
+  }
+
+  Be& be_;
+  std::vector<buffer<Be>> bufs_;
+};
+
+std::vector<float> randn(index_t n, std::uint64_t seed, double scale = 1.0) {
+  return test::random_normal<float>(static_cast<std::size_t>(n), seed, scale);
+}
+
+// Runs `run(backend)` on the host and on the device and compares what the two runs return.
+template <class Run>
+void host_vs_device(Run&& run) {
+  host_be host;
+  device_be dev;
+  const results h = run(host);
+  const results d = run(dev);
+  check_parity(h, d);
+}
+
+// ---- functors for the backend tests ----------------------------------------------------------------
+
+// Adds a value that depends on i to out[i]; a missed or repeated index shows up in the result.
+struct mark_each {
+  std::int32_t* out;
+  LWCL_HD void operator()(index_t i) const { out[i] += 1 + static_cast<std::int32_t>(i % 7); }
+};
+
+struct times_two {
+  float* x;
+  LWCL_HD void operator()(index_t i) const { x[i] *= 2.0f; }
+};
+
+// Row-major reference GEMM over host vectors.
+template <class T>
+void reference_gemm(bool ta, bool tb, index_t M, index_t N, index_t K, T alpha, const std::vector<T>& A, index_t lda,
+                    const std::vector<T>& B, index_t ldb, T beta, std::vector<T>& C, index_t ldc) {
+  gemm::naive::run(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+}
+
+template <class T>
+std::vector<T> random_vec(index_t n, std::uint64_t seed) {
+  return test::random_normal<T>(static_cast<std::size_t>(n), seed);
+}
+
+template <class T>
+std::vector<T> device_round_trip(device_be& dev, const std::vector<T>& v, auto&& work) {
+  buffer<device_be> b(dev, v.size() * sizeof(T));
+  dev.from_host(b.data(), v.data(), v.size() * sizeof(T));
+  work(static_cast<T*>(b.data()));
+  std::vector<T> out(v.size());
+  dev.to_host(out.data(), b.data(), v.size() * sizeof(T));
+  return out;
+}
+
+}  // namespace
+
+// =====================================================================================================
+// Backend primitives
+// =====================================================================================================
+
+TEST_CASE("cuda: a device is present and the backend reports its shape") {
+  CHECK(backend::cuda_device_count() >= 1);
+  device_be dev;
+  CHECK(dev.device() == 0);
+  CHECK(dev.sm_count() >= 1);
+  CHECK(device_be::is_device);
+  CHECK(device_be::memory_tier == tier::device);
+  CHECK(device_be::name == "cuda");
+  CHECK_THROWS_WITH_AS(device_be(backend::cuda_device_count()), doctest::Contains("backend::cuda: device"), lwcl::error);
+}
+
+TEST_CASE("cuda: from_host, copy, to_host and fill_zero move the right bytes") {
+  device_be dev;
+  std::vector<float> ramp(1000);
+  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<float>(i) + 0.5f;
+  buffer<device_be> a(dev, ramp.size() * sizeof(float)), b(dev, ramp.size() * sizeof(float));
+  dev.from_host(a.data(), ramp.data(), a.bytes());
+  dev.fill_zero(b.data(), b.bytes());
+  // Copy elements [100, 700) of a to [200, 800) of b, then zero [300, 400) of b.
+  dev.copy(static_cast<float*>(b.data()) + 200, static_cast<const float*>(a.data()) + 100, 600 * sizeof(float));
+  dev.fill_zero(static_cast<float*>(b.data()) + 300, 100 * sizeof(float));
+  std::vector<float> got(ramp.size(), -1.0f);
+  dev.to_host(got.data(), b.data(), b.bytes());
+  int wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float want = (i >= 200 && i < 800 && !(i >= 300 && i < 400)) ? ramp[i - 100] : 0.0f;
+    wrong += got[i] != want;
+  }
+  CHECK(wrong == 0);
+
+  // owned_tensor zero-fills through the backend.
+  owned_tensor<device_be> t(dev, dtype::f32, shape{7, 9});
+  std::vector<float> z(63, 1.0f);
+  dev.to_host(z.data(), t.view().data, t.view().bytes());
+  for (float v : z) CHECK(v == 0.0f);
+}
+
+TEST_CASE("cuda: for_each visits every index exactly once") {
+  device_be dev;
+  // Larger than one full grid (8 waves of 256-thread blocks per SM) so the grid-stride loop turns.
+  for (index_t n : {index_t{1}, index_t{1000}, index_t{5'000'003}}) {
+    for (index_t cost : {index_t{1}, index_t{1000}}) {
+      INFO("n = ", n, ", cost = ", cost);
+      std::vector<std::int32_t> zero(static_cast<std::size_t>(n), 0);
+      const auto got = device_round_trip(dev, zero, [&](std::int32_t* p) { dev.for_each(n, mark_each{p}, cost); });
+      index_t wrong = 0;
+      for (index_t i = 0; i < n; ++i) wrong += got[static_cast<std::size_t>(i)] != 1 + static_cast<std::int32_t>(i % 7);
+      CHECK(wrong == 0);
+    }
+  }
+  // n <= 0 launches nothing.
+  dev.for_each(0, mark_each{nullptr});
+  dev.synchronize();
+}
+
+TEST_CASE("cuda: launch shapes spread expensive rows over the SMs and cap cheap grids") {
+  using backend::cuda_detail::for_each_shape;
+  const auto rows = for_each_shape(1024, 8 * 768, 132);
+  CHECK(rows.threads == 32);
+  CHECK(rows.blocks == 32);
+  const auto cheap = for_each_shape(100'000'000, 1, 132);
+  CHECK(cheap.threads == 256);
+  CHECK(cheap.blocks == 8 * 132);
+  const auto tiny = for_each_shape(5, 1, 132);
+  CHECK(tiny.blocks == 1);
+  const auto many_rows = for_each_shape(1'000'000, 1000, 132);
+  CHECK(many_rows.threads == 256);
+}
+
+TEST_CASE_TEMPLATE("cuda: gemm matches the reference for every transpose, with padded leading dimensions", T, float,
+                   double) {
+  device_be dev;
+  const double tol = std::is_same_v<T, float> ? fwd_tol : f64_tol;
+  const index_t M = 37, N = 53, K = 29;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      INFO("ta = ", ta, ", tb = ", tb);
+      const index_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+      const auto A = random_vec<T>((ta ? K : M) * lda, 11);
+      const auto B = random_vec<T>((tb ? N : K) * ldb, 12);
+      const auto C0 = random_vec<T>(M * ldc, 13);
+      const T alpha = T(0.75), beta = T(-0.5);
+      auto want = C0;
+      reference_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, want, ldc);
+
+      buffer<device_be> dA(dev, A.size() * sizeof(T)), dB(dev, B.size() * sizeof(T));
+      dev.from_host(dA.data(), A.data(), dA.bytes());
+      dev.from_host(dB.data(), B.data(), dB.bytes());
+      const auto got = device_round_trip(dev, C0, [&](T* C) {
+        dev.gemm(ta, tb, M, N, K, alpha, static_cast<const T*>(dA.data()), lda, static_cast<const T*>(dB.data()), ldb,
+                 beta, C, ldc);
+      });
+      CHECK(rel_error(got, want) < tol);
+      // The padding columns of C are left alone.
+      index_t touched = 0;
+      for (index_t i = 0; i < M; ++i)
+        for (index_t j = N; j < ldc; ++j) touched += got[static_cast<std::size_t>(i * ldc + j)] != C0[static_cast<std::size_t>(i * ldc + j)];
+      CHECK(touched == 0);
+    }
+  }
+}
+
+TEST_CASE("cuda: gemm_batched matches per-batch reference GEMMs for every transpose") {
+  device_be dev;
+  const index_t M = 19, N = 24, K = 33, batch = 3;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      INFO("ta = ", ta, ", tb = ", tb);
+      const index_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
+      // Strides larger than one matrix, so a wrong stride reads the gaps.
+      const index_t sA = (ta ? K : M) * lda + 7, sB = (tb ? N : K) * ldb + 5, sC = M * ldc + 4;
+      const auto A = random_vec<float>(batch * sA, 21);
+      const auto B = random_vec<float>(batch * sB, 22);
+      const auto C0 = random_vec<float>(batch * sC, 23);
+      auto want = C0;
+      for (index_t b = 0; b < batch; ++b)
+        gemm::naive::run(ta, tb, M, N, K, 1.25f, A.data() + b * sA, lda, B.data() + b * sB, ldb, 0.5f, want.data() + b * sC,
+                         ldc);
+      buffer<device_be> dA(dev, A.size() * sizeof(float)), dB(dev, B.size() * sizeof(float));
+      dev.from_host(dA.data(), A.data(), dA.bytes());
+      dev.from_host(dB.data(), B.data(), dB.bytes());
+      const auto got = device_round_trip(dev, C0, [&](float* C) {
+        dev.gemm_batched(ta, tb, M, N, K, 1.25f, static_cast<const float*>(dA.data()), lda, sA,
+                         static_cast<const float*>(dB.data()), ldb, sB, 0.5f, C, ldc, sC, batch);
+      });
+      CHECK(rel_error(got, want) < fwd_tol);
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: sum and sum_squares accumulate in double like the host", T, float, double) {
+  device_be dev;
+  host_be host;
+  for (index_t n : {index_t{1}, index_t{1000}, index_t{(1 << 20) + 3}}) {
+    INFO("n = ", n);
+    auto x = random_vec<T>(n, 31);
+    for (auto& v : x) v += T(0.25);  // a non-zero mean, so the sum is not just noise
+    double abs_sum = 0;
+    for (auto v : x) abs_sum += std::abs(static_cast<double>(v));
+    buffer<device_be> d(dev, x.size() * sizeof(T));
+    dev.from_host(d.data(), x.data(), d.bytes());
+    const double s = dev.sum(static_cast<const T*>(d.data()), n);
+    const double s2 = dev.sum_squares(static_cast<const T*>(d.data()), n);
+    const double hs = host.sum(x.data(), n), hs2 = host.sum_squares(x.data(), n);
+    // Only the order of the double additions differs.
+    CHECK(std::abs(s - hs) <= f64_tol * abs_sum);
+    CHECK(std::abs(s2 - hs2) <= f64_tol * hs2);
+  }
+  CHECK(dev.sum(static_cast<const T*>(nullptr), 0) == 0.0);
+}
+
+TEST_CASE("cuda: device allocations are reported to the memory tracker as tier::device") {
+  device_be dev;
+  const std::size_t before = memory().current(tier::device);
+  memory().reset_peak(tier::device);
+  {
+    buffer<device_be> a(dev, 1 << 20);
+    CHECK(memory().current(tier::device) == before + (1 << 20));
+    {
+      owned_tensor<device_be> t(dev, dtype::f32, shape{256, 4});
+      CHECK(memory().current(tier::device) == before + (1 << 20) + 4096);
+    }
+    CHECK(memory().current(tier::device) == before + (1 << 20));
+    CHECK(memory().peak(tier::device) == before + (1 << 20) + 4096);
+    // The reduction's scratch is tracked too, and returned.
+    dev.fill_zero(a.data(), a.bytes());
+    memory().reset_peak(tier::device);
+    CHECK(dev.sum(static_cast<const float*>(a.data()), 1 << 18) == 0.0);
+    CHECK(memory().current(tier::device) == before + (1 << 20));
+    CHECK(memory().peak(tier::device) > before + (1 << 20));
+  }
+  CHECK(memory().current(tier::device) == before);
+  // A backend's cuBLAS workspace (4 or 32 MiB) is tracked for as long as the backend lives.
+  {
+    device_be second;
+    CHECK(memory().current(tier::device) >= before + (std::size_t{4} << 20));
+  }
+  CHECK(memory().current(tier::device) == before);
+  // Device bytes are not host bytes.
+  const std::size_t host_before = memory().current(tier::host);
+  buffer<device_be> c(dev, 4096);
+  CHECK(memory().current(tier::host) == host_before);
+}
+
+TEST_CASE("cuda: pinned host memory is reported as tier::pinned and feeds the copy stream") {
+  device_be dev;
+  const std::size_t before = memory().current(tier::pinned);
+  const index_t n = 1 << 16;
+  {
+    backend::pinned_buffer in(n * sizeof(float)), out(n * sizeof(float));
+    CHECK(memory().current(tier::pinned) == before + 2 * n * sizeof(float));
+    for (index_t i = 0; i < n; ++i) in.as<float>()[i] = static_cast<float>(i % 1013);
+    buffer<device_be> d(dev, n * sizeof(float));
+    // The allocation is ordered on the compute stream; then pinned -> device on the copy stream, doubled
+    // on the compute stream, device -> pinned on the copy stream again. The waits make this correct.
+    dev.copies_wait_for_compute();
+    dev.copy_async(d.data(), in.data(), in.bytes());
+    dev.compute_wait_for_copies();
+    dev.for_each(n, times_two{static_cast<float*>(d.data())});
+    dev.copies_wait_for_compute();
+    dev.copy_async(out.data(), d.data(), out.bytes());
+    dev.synchronize_copies();
+    index_t wrong = 0;
+    for (index_t i = 0; i < n; ++i) wrong += out.as<float>()[i] != 2.0f * static_cast<float>(i % 1013);
+    CHECK(wrong == 0);
+    void* raw = dev.allocate_pinned_bytes(100);
+    CHECK(memory().current(tier::pinned) == before + 2 * n * sizeof(float) + 100);
+    dev.deallocate_pinned_bytes(raw, 100);
+  }
+  CHECK(memory().current(tier::pinned) == before);
+}
+
+TEST_CASE("cuda: CUDA and cuBLAS failures become lwcl::error naming the call, file and line") {
+  device_be dev;
+  const std::size_t before = memory().current(tier::device);
+  // 1 PiB: refused by the pool; nothing is counted.
+  CHECK_THROWS_WITH_AS(dev.allocate_bytes(std::size_t{1} << 50), doctest::Contains("cuda: cudaMallocFromPoolAsync"),
+                       lwcl::error);
+  CHECK(memory().current(tier::device) == before);
+  CHECK_THROWS_WITH_AS(dev.allocate_bytes(std::size_t{1} << 50), doctest::Contains("lwcl/backend/cuda/cuda.cuh:"),
+                       lwcl::error);
+  // lda smaller than a row of A: cuBLAS rejects the arguments.
+  buffer<device_be> d(dev, 64 * 64 * sizeof(float));
+  const float* p = static_cast<const float*>(d.data());
+  CHECK_THROWS_WITH_AS(dev.gemm(false, false, 8, 8, 8, 1.0f, p, 1, p, 8, 0.0f, static_cast<float*>(d.data()), 8),
+                       doctest::Contains("cublas: cublasSgemm_64"), lwcl::error);
+  // The backend still works afterwards: these errors are not sticky.
+  std::vector<float> ones(64, 1.0f);
+  dev.from_host(d.data(), ones.data(), 64 * sizeof(float));
+  CHECK(dev.sum(p, 64) == 64.0);
+}
+
+// =====================================================================================================
+// Ops: the same computation on backend::host and backend::cuda
+// =====================================================================================================
+
+TEST_CASE("cuda: layernorm forward and backward match the host backend") {
+  const index_t B = 3, T = 37, C = 96;
+  const shape xs{B, T, C};
+  const auto x = randn(B * T * C, 101, 2.0), w = randn(C, 102), b = randn(C, 103), dout = randn(B * T * C, 104);
+  // Gradients start non-zero: the backward pass must add to them on both backends.
+  const auto dx0 = randn(B * T * C, 105), dw0 = randn(C, 106), db0 = randn(C, 107);
+  for (bool with_bias : {true, false}) {
+    INFO("bias: ", with_bias);
+    host_vs_device([&](auto& be) {
+      arena a(be);
+      const tensor tx = a.upload(x, xs), tw = a.upload(w, {C}), tb = with_bias ? a.upload(b, {C}) : tensor();
+      const tensor out = a.template zeros<float>(xs), mean = a.template zeros<float>({B, T}),
+                   rstd = a.template zeros<float>({B, T});
+      ops::layernorm_forward(be, out, mean, rstd, tx, tw, tb);
+      const tensor dx = a.upload(dx0, xs), dw = a.upload(dw0, {C}), db = with_bias ? a.upload(db0, {C}) : tensor();
+      ops::layernorm_backward(be, dx, dw, db, a.upload(dout, xs), tx, tw, mean, rstd);
+      results r;
+      r.add("out", a.get(out), fwd_tol);
+      r.add("mean", a.get(mean), fwd_tol);
+      r.add("rstd", a.get(rstd), fwd_tol);
+      r.add("dx", a.get(dx), bwd_tol);
+      r.add("dweight", a.get(dw), bwd_tol);
+      if (with_bias) r.add("dbias", a.get(db), bwd_tol);
+      return r;
+    });
+  }
+}
+
+TEST_CASE("cuda: rmsnorm forward and backward match the host backend") {
+  const index_t B = 2, T = 41, C = 128;
+  const shape xs{B, T, C};
+  const auto x = randn(B * T * C, 111, 1.5), w = randn(C, 112), dout = randn(B * T * C, 113);
+  const auto dx0 = randn(B * T * C, 114), dw0 = randn(C, 115);
+  host_vs_device([&](auto& be) {
+    arena a(be);
+    const tensor tx = a.upload(x, xs), tw = a.upload(w, {C});
+    const tensor out = a.template zeros<float>(xs), rstd = a.template zeros<float>({B, T});
+    ops::rmsnorm_forward(be, out, rstd, tx, tw, 1e-6);
+    const tensor dx = a.upload(dx0, xs), dw = a.upload(dw0, {C});
+    ops::rmsnorm_backward(be, dx, dw, a.upload(dout, xs), tx, tw, rstd);
+    results r;
+    r.add("out", a.get(out), fwd_tol);
+    r.add("rstd", a.get(rstd), fwd_tol);
+    r.add("dx", a.get(dx), bwd_tol);
+    r.add("dweight", a.get(dw), bwd_tol);
+    return r;
+  });
+}
+
+TEST_CASE("cuda: gelu (tanh and erf), silu and swiglu match the host backend") {
+  const index_t N = 17, C = 301;
+  const shape s{N, C};
+  const auto x = randn(N * C, 121, 3.0), up = randn(N * C, 122), dout = randn(N * C, 123);
+  const auto d0 = randn(N * C, 124), d1 = randn(N * C, 125);
+  for (auto kind : {ops::gelu_kind::tanh, ops::gelu_kind::erf}) {
+    INFO("gelu kind ", kind == ops::gelu_kind::tanh ? "tanh" : "erf");
+    host_vs_device([&](auto& be) {
+      arena a(be);
+      const tensor tx = a.upload(x, s), out = a.template zeros<float>(s), dx = a.upload(d0, s);
+      ops::gelu_forward(be, out, tx, kind);
+      ops::gelu_backward(be, dx, a.upload(dout, s), tx, kind);
+      results r;
+      r.add("out", a.get(out), fwd_tol);
+      r.add("dinp", a.get(dx), bwd_tol);
+      return r;
+    });
+  }
+  host_vs_device([&](auto& be) {
+    arena a(be);
+    const tensor tx = a.upload(x, s), out = a.template zeros<float>(s), dx = a.upload(d0, s);
+    ops::silu_forward(be, out, tx);
+    ops::silu_backward(be, dx, a.upload(dout, s), tx);
+    results r;
+    r.add("silu out", a.get(out), fwd_tol);
+    r.add("silu dinp", a.get(dx), bwd_tol);
+    return r;
+  });
+  host_vs_device([&](auto& be) {
+    arena a(be);
+    const tensor gate = a.upload(x, s), tu = a.upload(up, s), out = a.template zeros<float>(s);
+    const tensor dgate = a.upload(d0, s), dup = a.upload(d1, s);
+    ops::swiglu_forward(be, out, gate, tu);
+    ops::swiglu_backward(be, dgate, dup, a.upload(dout, s), gate, tu);
+    results r;
+    r.add("swiglu out", a.get(out), fwd_tol);
+    r.add("swiglu dgate", a.get(dgate), bwd_tol);
+    r.add("swiglu dup", a.get(dup), bwd_tol);
+    return r;
+  });
+}
+
+TEST_CASE("cuda: embedding forward and backward match the host backend, with and without positions") {
+  const index_t B = 3, T = 29, C = 64, V = 97, P = 40;
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(B * T));
+  const philox_stream pick{131, 3};
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>(pick.bits(i) % V);
+  tokens[1] = tokens[5] = tokens[40] = 7;  // repeated ids: their gradients must add up
+  const auto wte = randn(V * C, 132), wpe = randn(P * C, 133), dout = randn(B * T * C, 134);
+  const auto dwte0 = randn(V * C, 135), dwpe0 = randn(P * C, 136);
+  for (bool with_pos : {true, false}) {
+    INFO("positions: ", with_pos);
+    host_vs_device([&](auto& be) {
+      arena a(be);
+      const tensor tt = a.upload(tokens, {B, T}), twte = a.upload(wte, {V, C}),
+                   twpe = with_pos ? a.upload(wpe, {P, C}) : tensor();
+      const tensor out = a.template zeros<float>({B, T, C});
+      ops::embedding_forward(be, out, tt, twte, twpe);
+      const tensor dwte = a.upload(dwte0, {V, C}), dwpe = with_pos ? a.upload(dwpe0, {P, C}) : tensor();
+      ops::embedding_backward(be, dwte, dwpe, a.upload(dout, {B, T, C}), tt);
+      results r;
+      r.add("out", a.get(out), fwd_tol);
+      r.add("dwte", a.get(dwte), bwd_tol);
+      if (with_pos) r.add("dwpe", a.get(dwpe), bwd_tol);
+      return r;
+    });
+  }
+}
+
+TEST_CASE("cuda: add, accumulate, scale and copy match the host backend") {
+  const index_t n = 12345;
+  const shape s{5, n / 5};
+  const auto x = randn(n, 141), y = randn(n, 142), z = randn(n, 143);
+  host_vs_device([&](auto& be) {
+    arena a(be);
+    const tensor ta = a.upload(x, s), tb = a.upload(y, s), out = a.template zeros<float>(s);
+    ops::add(be, out, ta, tb);
+    const tensor in_place = a.upload(x, s);
+    ops::add(be, in_place, in_place, tb);  // out aliasing an input
+    const tensor acc = a.upload(z, s);
+    ops::accumulate(be, acc, ta);
+    const tensor scaled = a.upload(z, s);
+    ops::scale(be, scaled, -0.375);
+    const tensor copied = a.template zeros<float>(s);
+    ops::copy(be, copied, tb);
+    results r;
+    r.add("add", a.get(out), fwd_tol);
+    r.add("add in place", a.get(in_place), fwd_tol);
+    r.add("accumulate", a.get(acc), fwd_tol);
+    r.add("scale", a.get(scaled), fwd_tol);
+    r.add("copy", a.get(copied), exact);
+    return r;
+  });
+}
+
+TEST_CASE("cuda: cross_entropy loss and gradient match the host backend, ignored targets included") {
+  const index_t N = 45, V = 301;
+  const auto logits = randn(N * V, 151, 4.0), dlogits0 = randn(N * V, 152, 0.01);
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(N));
+  const philox_stream pick{153, 3};
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int32_t>(pick.bits(i) % V);
+  targets[3] = targets[17] = targets[44] = -1;
+  host_vs_device([&](auto& be) {
+    arena a(be);
+    const tensor tl = a.upload(logits, {N, V}), tt = a.upload(targets, {N});
+    const tensor row_loss = a.template zeros<float>({N}), dl = a.upload(dlogits0, {N, V});
+    const double loss = ops::cross_entropy(be, dl, row_loss, tl, tt, 0.5);
+    // Loss only, no gradient.
+    const tensor row_loss2 = a.template zeros<float>({N});
+    const double loss_only = ops::cross_entropy(be, tensor(), row_loss2, tl, tt);
+    results r;
+    r.add_scalar("loss", loss, fwd_tol);
+    r.add_scalar("loss without gradient", loss_only, fwd_tol);
+    r.add("row_loss", a.get(row_loss), fwd_tol);
+    r.add("dlogits", a.get(dl), bwd_tol);
+    return r;
+  });
+}
+
+TEST_CASE("cuda: distillation losses (mse, nmse, cosine, logit KL) match the host backend") {
+  const index_t rows = 37, C = 160;
+  const shape s{rows, C};
+  const auto student = randn(rows * C, 161), teacher = randn(rows * C, 162), d0 = randn(rows * C, 163, 0.01);
+  // Teacher = student + noise for the feature losses, so they sit in their realistic small-error regime.
+  auto near = student;
+  for (std::size_t i = 0; i < near.size(); ++i) near[i] += 0.1f * teacher[i];
+  host_vs_device([&](auto& be) {
+    arena a(be);
+    const tensor ts = a.upload(student, s), tnear = a.upload(near, s), tt = a.upload(teacher, s);
+    results r;
+    {
+      const tensor d = a.upload(d0, s), scratch = a.template zeros<float>({2 * rows});
+      r.add_scalar("mse", ops::mse_loss(be, d, scratch, ts, tnear, 0.5), fwd_tol);
+      r.add("mse dstudent", a.get(d), bwd_tol);
+    }
+    {
+      const tensor d = a.upload(d0, s), scratch = a.template zeros<float>({2 * rows});
+      r.add_scalar("nmse", ops::nmse_loss(be, d, scratch, ts, tnear, 0.5), fwd_tol);
+      r.add("nmse dstudent", a.get(d), bwd_tol);
+    }
+    {
+      const tensor d = a.upload(d0, s), scratch = a.template zeros<float>({2 * rows});
+      r.add_scalar("cosine", ops::cosine_loss(be, d, scratch, ts, tnear, 0.5), fwd_tol);
+      r.add("cosine dstudent", a.get(d), bwd_tol);
+    }
+    {
+      const tensor d = a.upload(d0, s), scratch = a.template zeros<float>({2 * rows});
+      r.add_scalar("logit kl", ops::logit_kl_loss(be, d, scratch, ts, tt, 2.0, 0.5), fwd_tol);
+      r.add("logit kl dstudent", a.get(d), bwd_tol);
+    }
+    return r;
+  });
+}
+
+TEST_CASE("cuda: linear forward and backward match the host backend") {
+  const index_t B = 2, T = 37, IC = 96, OC = 80;
+  const auto x = randn(B * T * IC, 171), w = randn(OC * IC, 172, 0.1), b = randn(OC, 173), dout = randn(B * T * OC, 174);
+  const auto dx0 = randn(B * T * IC, 175), dw0 = randn(OC * IC, 176), db0 = randn(OC, 177);
+  for (bool with_bias : {true, false}) {
+    for (bool with_dinp : {true, false}) {
+      INFO("bias: ", with_bias, ", dinp: ", with_dinp);
+      host_vs_device([&](auto& be) {
+        arena a(be);
+        const tensor tx = a.upload(x, {B, T, IC}), tw = a.upload(w, {OC, IC}), tb = with_bias ? a.upload(b, {OC}) : tensor();
+        const tensor out = a.template zeros<float>({B, T, OC});
+        ops::linear_forward(be, out, tx, tw, tb);
+        const tensor dx = with_dinp ? a.upload(dx0, {B, T, IC}) : tensor(), dw = a.upload(dw0, {OC, IC}),
+                     db = with_bias ? a.upload(db0, {OC}) : tensor();
+        ops::linear_backward(be, dx, dw, db, a.upload(dout, {B, T, OC}), tx, tw);
+        results r;
+        r.add("out", a.get(out), fwd_tol);
+        if (with_dinp) r.add("dinp", a.get(dx), bwd_tol);
+        r.add("dweight", a.get(dw), bwd_tol);
+        if (with_bias) r.add("dbias", a.get(db), bwd_tol);
+        return r;
+      });
+    }
+  }
+}
+
+TEST_CASE("cuda: rope forward (out of place and in place) and backward match the host backend") {
+  const index_t B = 2, T = 23, H = 4, D = 32;
+  const shape s{B, T, H, D};
+  const auto x = randn(B * T * H * D, 181), dout = randn(B * T * H * D, 182), dx0 = randn(B * T * H * D, 183);
+  for (double theta : {10000.0, 500000.0}) {
+    INFO("theta = ", theta);
+    host_vs_device([&](auto& be) {
+      arena a(be);
+      const tensor tx = a.upload(x, s), out = a.template zeros<float>(s);
+      ops::rope_forward(be, out, tx, theta, 5);
+      const tensor in_place = a.upload(x, s);
+      ops::rope_forward(be, in_place, in_place, theta, 5);
+      const tensor dx = a.upload(dx0, s);
+      ops::rope_backward(be, dx, a.upload(dout, s), theta, 5);
+      results r;
+      r.add("out", a.get(out), fwd_tol);
+      r.add("out in place", a.get(in_place), fwd_tol);
+      r.add("dinp", a.get(dx), bwd_tol);
+      return r;
+    });
+  }
+}
+
+TEST_CASE("cuda: attention forward and backward match the host backend (GQA, causal and bidirectional)") {
+  const index_t B = 2, T = 33, H = 6, KVH = 2, D = 16;
+  const shape qs{B, T, H, D}, kvs{B, T, KVH, D}, ps{B, H, T, T};
+  const auto q = randn(B * T * H * D, 191), k = randn(B * T * KVH * D, 192), v = randn(B * T * KVH * D, 193);
+  const auto dout = randn(B * T * H * D, 194);
+  const auto dq0 = randn(B * T * H * D, 195), dk0 = randn(B * T * KVH * D, 196), dv0 = randn(B * T * KVH * D, 197);
+  for (bool causal : {true, false}) {
+    INFO("causal: ", causal);
+    host_vs_device([&](auto& be) {
+      arena a(be);
+      const tensor tq = a.upload(q, qs), tk = a.upload(k, kvs), tv = a.upload(v, kvs);
+      const tensor out = a.template zeros<float>(qs), probs = a.template zeros<float>(ps);
+      ops::attention_forward(be, out, probs, tq, tk, tv, causal);
+      const tensor dq = a.upload(dq0, qs), dk = a.upload(dk0, kvs), dv = a.upload(dv0, kvs);
+      const tensor dprobs = a.template zeros<float>(ps);
+      ops::attention_backward(be, dq, dk, dv, dprobs, a.upload(dout, qs), tq, tk, tv, probs, causal);
+      results r;
+      r.add("out", a.get(out), fwd_tol);
+      r.add("probs", a.get(probs), fwd_tol);
+      r.add("dq", a.get(dq), bwd_tol);
+      r.add("dk", a.get(dk), bwd_tol);
+      r.add("dv", a.get(dv), bwd_tol);
+      return r;
+    });
+  }
+}
