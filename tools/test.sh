@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command (and CI's): installs dependencies, builds everything with g++ and runs the
-# default test suite (labels slow and cuda excluded), builds everything again with clang++, then
+# default test suite (labels slow and cuda excluded), does the same with clang++, then
 # compiles every CUDA translation unit with nvcc for sm_80 and sm_90 (compile and link only; the cuda
 # tests run where a GPU is present: ctest --preset cuda).
 set -euo pipefail
@@ -13,9 +13,10 @@ cmake --preset host >/dev/null
 cmake --build --preset host -j"$jobs"
 ctest --preset host -j"$jobs"
 
-echo "== clang++: build"
+echo "== clang++: build and test"
 cmake --preset clang >/dev/null
 cmake --build --preset clang -j"$jobs"
+ctest --preset clang -j"$jobs"
 
 nvcc=/usr/local/cuda/bin/nvcc
 if [ -x "$nvcc" ]; then

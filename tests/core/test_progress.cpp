@@ -121,3 +121,16 @@ TEST_CASE("progress redraws a single line in place on a terminal") {
   CHECK(out.find("\x1b[K") != std::string::npos);
   CHECK(out.find("train: ") == std::string::npos);  // not the plain style
 }
+
+TEST_CASE("progress does not repeat a line already printed when an unfinished loop closes") {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  {
+    progress p("work", 10, 0.0, f);
+    p.update(4);
+  }
+  const auto lines = lines_of(contents(f));
+  std::fclose(f);
+  REQUIRE(lines.size() == 1);
+  CHECK(starts_with(lines[0], "work: 4/10"));
+}

@@ -1,10 +1,12 @@
 // tensor views: typed access names the argument on a dtype mismatch, reshaped and operator[] check
-// their arguments, and sub-tensors point at the right rows.
+// their arguments, sub-tensors point at the right rows, and owned tensors move their memory.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/core/memory.hpp"
 #include "lwcl/tensor/tensor.hpp"
 
 using namespace lwcl;
@@ -57,4 +59,21 @@ TEST_CASE("tensor::operator[] selects rows along axis 0 and checks the index") {
   CHECK_THROWS_WITH_AS(t[-1], "tensor: index -1 out of range for [2, 3, 4]", lwcl::error);
   const tensor scalar(x.data(), shape{});
   CHECK_THROWS_WITH_AS(scalar[0], "tensor: index 0 out of range for []", lwcl::error);
+}
+
+TEST_CASE("a moved-from owned_tensor is empty and the new owner keeps the memory") {
+  backend::cpu be;
+  const auto before = memory().current(tier::host);
+  owned_tensor<backend::cpu> a(be, dtype::f32, {4, 8});
+  void* data = a.view().data;
+  owned_tensor<backend::cpu> b(std::move(a));
+  CHECK(a.view().data == nullptr);
+  CHECK(a.view().empty());
+  CHECK(b.view().data == data);
+  CHECK(b.shape() == shape{4, 8});
+  owned_tensor<backend::cpu> c;
+  c = std::move(b);
+  CHECK(b.view().data == nullptr);
+  CHECK(c.view().data == data);
+  CHECK(memory().current(tier::host) == before + 4 * 8 * 4);
 }

@@ -38,13 +38,14 @@ class progress {
   void finish() {
     if (finished_) return;
     finished_ = true;
-    if (done_ < total_ && done_ > 0 && !tty_) draw(clock_.seconds(), '\n');
+    if (done_ < total_ && done_ > 0 && !tty_ && drawn_ != done_) draw(clock_.seconds(), '\n');
     if (tty_ && done_ > 0) std::fputc('\n', out_);
   }
 
  private:
   void draw(double now, char end) {
     last_ = now;
+    drawn_ = done_;
     const double frac = total_ > 0 ? static_cast<double>(done_) / static_cast<double>(total_) : 1.0;
     const double eta = frac > 0 ? now * (1.0 - frac) / frac : 0.0;
     if (tty_) {
@@ -69,6 +70,7 @@ class progress {
   timer clock_;
   double last_ = -1e30;
   long done_ = 0;
+  long drawn_ = -1;  // the `done` value the last line showed
   std::string note_;
   bool finished_ = false;
 };

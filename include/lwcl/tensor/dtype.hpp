@@ -1,6 +1,7 @@
 #pragma once
 // Element types: f32 and f64 (compute on the host), bf16 (storage and CUDA compute), f16 (read from
-// checkpoints). bf16 conversion rounds to nearest even and keeps NaN a NaN, as PyTorch does.
+// checkpoints). bf16 conversion rounds to nearest even, like PyTorch's; a NaN stays a NaN with its
+// sign kept and made quiet (PyTorch's CPU tensor conversion writes every NaN as 0xffff instead).
 
 #include <cstdint>
 #include <cstring>

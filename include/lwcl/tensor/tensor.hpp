@@ -95,6 +95,15 @@ class owned_tensor {
   owned_tensor(Backend& be, dtype t, shape s) : buf_(be, static_cast<std::size_t>(s.numel()) * dtype_size(t)), view_(buf_.data(), t, s) {
     be.fill_zero(buf_.data(), buf_.bytes());
   }
+  // A moved-from owned_tensor is empty: its view no longer points at the memory it gave away.
+  owned_tensor(owned_tensor&& o) noexcept : buf_(std::move(o.buf_)), view_(std::exchange(o.view_, tensor())) {}
+  owned_tensor& operator=(owned_tensor&& o) noexcept {
+    if (this != &o) {
+      buf_ = std::move(o.buf_);
+      view_ = std::exchange(o.view_, tensor());
+    }
+    return *this;
+  }
   const tensor& view() const { return view_; }
   operator const tensor&() const { return view_; }
   template <class T>

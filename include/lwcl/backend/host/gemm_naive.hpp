@@ -14,15 +14,15 @@ struct naive {
   template <class T>
   static void run(bool ta, bool tb, index_t M, index_t N, index_t K, T alpha, const T* A, index_t lda, const T* B,
                   index_t ldb, T beta, T* C, index_t ldc) {
+    // op(A)[i, k] = A[i * a_row + k * a_col], op(B)[k, j] = B[k * b_row + j * b_col]: the transposes
+    // become strides, so the loop body has no branches.
+    const index_t a_row = ta ? 1 : lda, a_col = ta ? lda : 1;
+    const index_t b_row = tb ? 1 : ldb, b_col = tb ? ldb : 1;
 #pragma omp parallel for schedule(static) if (M * N * K > 65536)
     for (index_t i = 0; i < M; ++i) {
       for (index_t j = 0; j < N; ++j) {
         T acc = 0;
-        for (index_t k = 0; k < K; ++k) {
-          const T a = ta ? A[k * lda + i] : A[i * lda + k];
-          const T b = tb ? B[j * ldb + k] : B[k * ldb + j];
-          acc += a * b;
-        }
+        for (index_t k = 0; k < K; ++k) acc += A[i * a_row + k * a_col] * B[k * b_row + j * b_col];
         C[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * C[i * ldc + j]);
       }
     }
