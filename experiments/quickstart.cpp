@@ -130,13 +130,18 @@ int main(int argc, char** argv) {
     double first = 0, last = 0, smooth = 0;
     for (int step = 1; step <= steps; ++step) {
       chain.sample(tokens, targets, batch, seq, static_cast<std::uint64_t>(step));
-      net.zero_grad();
-      const double loss = net.forward(tok, tgt);
-      check(std::isfinite(loss), "quickstart: loss is ", loss, " at step ", step);
-      net.backward();
-      const double norm = optim::clip_grad_norm(be, net.grads(), 1.0);
+      double loss = 0, norm = 0;
       const double step_lr = sched.lr(step);
-      opt.step(net.grads(), step_lr);
+      try {
+        net.zero_grad();
+        loss = net.forward(tok, tgt);
+        check(std::isfinite(loss), "loss is ", loss);
+        net.backward();
+        norm = optim::clip_grad_norm(be, net.grads(), 1.0);  // throws on a non-finite gradient norm
+        opt.step(net.grads(), step_lr);
+      } catch (const lwcl::error& e) {
+        fail("quickstart: training stopped at step ", step, ": ", e.what());
+      }
       smooth = step == 1 ? loss : 0.9 * smooth + 0.1 * loss;
       if (step == 1) first = loss;
       last = smooth;

@@ -3,8 +3,7 @@
 #include <cstdio>
 #include <vector>
 
-#include <lwcl/backend/host/host.hpp>
-#include <lwcl/ops/layernorm.hpp>
+#include <lwcl/lwcl.hpp>
 
 int main() {
   lwcl::backend::cpu be;
