@@ -14,6 +14,8 @@
 #include "lwcl/core/timer.hpp"
 #include "lwcl/model/block.hpp"
 #include "lwcl/model/block_stack.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/checkpoint/safetensors.hpp"
 #include "lwcl/model/config.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/activation.hpp"

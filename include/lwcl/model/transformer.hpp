@@ -70,6 +70,7 @@ class transformer {
   }
 
   const model_config& config() const { return cfg_; }
+  Backend& backend() const { return be_; }
   const tensor_layout& layout() const { return layout_; }
   dtype type() const { return type_; }
   index_t num_parameters() const {
@@ -93,10 +94,9 @@ class transformer {
   }
   void zero_grad() { be_.fill_zero(grads_.data(), grads_.bytes()); }
 
-  // Mean next-token cross-entropy of `targets` (i32, (B, T); < 0 ignored) given `tokens` (i32, (B, T)),
-  // both in backend memory. Saves what backward needs.
-  double forward(const tensor& tokens, const tensor& targets) {
-    ops::expect_shape("transformer::forward", "targets", targets, tokens.shape);
+  // Runs the model on `tokens` (i32, (B, T), backend memory) up to the logits, saving what backward
+  // needs; returns the logits (B, T, vocab), valid until the next forward.
+  tensor forward_logits(const tensor& tokens) {
     check(tokens.shape.rank() == 2, "transformer::forward: tokens has shape ", tokens.shape.str(), ", expected (B, T)");
     const index_t B = tokens.shape[0], T = tokens.shape[1];
     check(T <= cfg_.max_seq, "transformer::forward: sequence length ", T, " exceeds max_seq ", cfg_.max_seq);
@@ -107,13 +107,24 @@ class transformer {
     final_norm_forward();
     ops::linear_forward(be_, a.logits, a.hf, head(), tensor());
     tokens_ = tokens;
+    targets_ = tensor();  // backward needs the targets of forward(tokens, targets)
+    return a.logits;
+  }
+
+  // Mean next-token cross-entropy of `targets` (i32, (B, T); < 0 ignored) given `tokens` (i32, (B, T)),
+  // both in backend memory. Saves what backward needs.
+  double forward(const tensor& tokens, const tensor& targets) {
+    ops::expect_shape("transformer::forward", "targets", targets, tokens.shape);
+    forward_logits(tokens);
+    auto& a = *acts_;
+    const index_t N = a.B * a.T;
     targets_ = targets;
-    return ops::cross_entropy(be_, tensor(), a.row_loss, a.logits.reshaped({B * T, cfg_.vocab}), targets.reshaped({B * T}));
+    return ops::cross_entropy(be_, tensor(), a.row_loss, a.logits.reshaped({N, cfg_.vocab}), targets.reshaped({N}));
   }
 
   // Accumulates d(loss)/d(params) * loss_scale into the gradient buffer (call zero_grad first).
   void backward(double loss_scale = 1.0) {
-    check(acts_ != nullptr, "transformer::backward called before forward");
+    check(acts_ != nullptr && targets_.data != nullptr, "transformer::backward called before forward(tokens, targets)");
     auto& a = *acts_;
     const index_t N = a.B * a.T;
     be_.fill_zero(a.dlogits.data, a.dlogits.bytes());

@@ -1,0 +1,247 @@
+#pragma once
+// Loading Hugging Face decoder checkpoints (gpt2, llama, qwen2): config.json to a model_config, and
+// model.safetensors (or a sharded model.safetensors.index.json) into a transformer's parameter buffer.
+// Names are mapped to lwcl's layout; GPT-2's Conv1D weights are stored (in, out) and its q/k/v are
+// fused in c_attn, so those are transposed and sliced. A config may carry lwcl's per-layer widths
+// ("lwcl_layers", see docs/file-formats.md) for pruned, uneven students.
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lwcl/model/checkpoint/safetensors.hpp"
+#include "lwcl/model/config.hpp"
+#include "lwcl/model/transformer.hpp"
+
+namespace lwcl::checkpoint {
+
+namespace hf_detail {
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "checkpoint: cannot open '", path, "'");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint: '", path, "' is malformed JSON: ", e.what());
+  }
+}
+
+template <class T>
+T get(const nlohmann::json& j, const char* key, const std::string& path) {
+  check(j.contains(key) && !j[key].is_null(), "checkpoint: '", path, "' has no '", key, "'");
+  try {
+    return j[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    fail("checkpoint: '", path, "': '", key, "' has the wrong type");
+  }
+}
+
+// Where one lwcl tensor comes from: an HF tensor, optionally transposed (Conv1D), and for fused
+// GPT-2 q/k/v the slice of its output features [first, first + count).
+struct source {
+  std::string name;
+  bool transpose = false;
+  index_t first = 0;
+  index_t count = -1;  // -1: all
+};
+
+inline source map_name(model::family fam, const std::string& lwcl_name, const model::block_shape* sh) {
+  const bool gpt2 = fam == model::family::gpt2;
+  if (lwcl_name == "wte") return {gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight"};
+  if (lwcl_name == "wpe") return {"transformer.wpe.weight"};
+  if (lwcl_name == "norm_f.weight") return {gpt2 ? "transformer.ln_f.weight" : "model.norm.weight"};
+  if (lwcl_name == "norm_f.bias") return {"transformer.ln_f.bias"};
+  if (lwcl_name == "lm_head.weight") return {"lm_head.weight"};
+  // layers.<i>.<param>
+  const auto dot = lwcl_name.find('.', 7);
+  const std::string layer = lwcl_name.substr(7, dot - 7), p = lwcl_name.substr(dot + 1);
+  if (gpt2) {
+    const std::string h = "transformer.h." + layer + ".";
+    const index_t qw = sh->H * sh->D, kw = sh->KVH * sh->D;
+    if (p == "norm1.weight") return {h + "ln_1.weight"};
+    if (p == "norm1.bias") return {h + "ln_1.bias"};
+    if (p == "norm2.weight") return {h + "ln_2.weight"};
+    if (p == "norm2.bias") return {h + "ln_2.bias"};
+    if (p == "attn.q.weight") return {h + "attn.c_attn.weight", true, 0, qw};
+    if (p == "attn.k.weight") return {h + "attn.c_attn.weight", true, qw, kw};
+    if (p == "attn.v.weight") return {h + "attn.c_attn.weight", true, qw + kw, kw};
+    if (p == "attn.q.bias") return {h + "attn.c_attn.bias", false, 0, qw};
+    if (p == "attn.k.bias") return {h + "attn.c_attn.bias", false, qw, kw};
+    if (p == "attn.v.bias") return {h + "attn.c_attn.bias", false, qw + kw, kw};
+    if (p == "attn.o.weight") return {h + "attn.c_proj.weight", true};
+    if (p == "attn.o.bias") return {h + "attn.c_proj.bias"};
+    if (p == "mlp.fc.weight") return {h + "mlp.c_fc.weight", true};
+    if (p == "mlp.fc.bias") return {h + "mlp.c_fc.bias"};
+    if (p == "mlp.proj.weight") return {h + "mlp.c_proj.weight", true};
+    if (p == "mlp.proj.bias") return {h + "mlp.c_proj.bias"};
+  } else {
+    const std::string h = "model.layers." + layer + ".";
+    static const std::map<std::string, std::string> names = {
+        {"norm1.weight", "input_layernorm.weight"},     {"norm2.weight", "post_attention_layernorm.weight"},
+        {"attn.q.weight", "self_attn.q_proj.weight"},  {"attn.q.bias", "self_attn.q_proj.bias"},
+        {"attn.k.weight", "self_attn.k_proj.weight"},  {"attn.k.bias", "self_attn.k_proj.bias"},
+        {"attn.v.weight", "self_attn.v_proj.weight"},  {"attn.v.bias", "self_attn.v_proj.bias"},
+        {"attn.o.weight", "self_attn.o_proj.weight"},  {"mlp.gate.weight", "mlp.gate_proj.weight"},
+        {"mlp.up.weight", "mlp.up_proj.weight"},        {"mlp.down.weight", "mlp.down_proj.weight"}};
+    auto it = names.find(p);
+    if (it != names.end()) return {h + it->second};
+  }
+  fail("checkpoint: no Hugging Face name for lwcl tensor '", lwcl_name, "' of family ", model::family_name(fam));
+}
+
+// The safetensors file(s) of a checkpoint folder, by tensor name.
+class tensor_source {
+ public:
+  explicit tensor_source(const std::string& dir) {
+    namespace fs = std::filesystem;
+    const auto single = fs::path(dir) / "model.safetensors";
+    const auto index = fs::path(dir) / "model.safetensors.index.json";
+    if (fs::exists(single)) {
+      files_.push_back(std::make_unique<safetensors_file>(single.string()));
+      for (const auto& e : files_.back()->entries()) where_[e.name] = 0;
+    } else if (fs::exists(index)) {
+      const auto j = read_json(index.string());
+      check(j.contains("weight_map") && j["weight_map"].is_object(), "checkpoint: '", index.string(), "' has no weight_map");
+      std::map<std::string, std::size_t> opened;
+      for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+        const auto file = it.value().get<std::string>();
+        check(file.find('/') == std::string::npos, "checkpoint: '", index.string(), "' names shard '", file,
+              "' outside its folder");
+        auto o = opened.find(file);
+        if (o == opened.end()) {
+          files_.push_back(std::make_unique<safetensors_file>((fs::path(dir) / file).string()));
+          o = opened.emplace(file, files_.size() - 1).first;
+        }
+        check(files_[o->second]->contains(it.key()), "checkpoint: '", index.string(), "' maps '", it.key(), "' to '", file,
+              "', which does not hold it");
+        where_[it.key()] = o->second;
+      }
+    } else {
+      fail("checkpoint: '", dir, "' has neither model.safetensors nor model.safetensors.index.json");
+    }
+  }
+  bool contains(const std::string& name) const { return where_.count(name) != 0; }
+  const safetensors_file& file_of(const std::string& name) const {
+    auto it = where_.find(name);
+    check(it != where_.end(), "checkpoint: tensor '", name, "' is missing");
+    return *files_[it->second];
+  }
+
+ private:
+  std::vector<std::unique_ptr<safetensors_file>> files_;
+  std::map<std::string, std::size_t> where_;
+};
+
+}  // namespace hf_detail
+
+// Reads <dir>/config.json of a gpt2, llama or qwen2 checkpoint.
+inline model::model_config read_hf_config(const std::string& dir) {
+  using hf_detail::get;
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  const auto j = hf_detail::read_json(path);
+  const auto type = get<std::string>(j, "model_type", path);
+  model::model_config c;
+  index_t heads = 0, kv = 0, ffn = 0, layers = 0;
+  if (type == "gpt2") {
+    c.fam = model::family::gpt2;
+    c.vocab = get<index_t>(j, "vocab_size", path);
+    c.max_seq = get<index_t>(j, "n_positions", path);
+    c.d_model = get<index_t>(j, "n_embd", path);
+    layers = get<index_t>(j, "n_layer", path);
+    heads = kv = get<index_t>(j, "n_head", path);
+    ffn = j.contains("n_inner") && !j["n_inner"].is_null() ? j["n_inner"].get<index_t>() : 4 * c.d_model;
+    c.norm_eps = j.value("layer_norm_epsilon", 1e-5);
+    const auto act = j.value("activation_function", std::string("gelu_new"));
+    check(act == "gelu_new" || act == "gelu_pytorch_tanh", "checkpoint: '", path, "': activation_function '", act,
+          "' is not supported (expected gelu_new, GPT-2's tanh approximation)");
+    c.tie_embeddings = true;
+  } else if (type == "llama" || type == "qwen2") {
+    c.fam = type == "llama" ? model::family::llama : model::family::qwen2;
+    c.vocab = get<index_t>(j, "vocab_size", path);
+    c.max_seq = get<index_t>(j, "max_position_embeddings", path);
+    c.d_model = get<index_t>(j, "hidden_size", path);
+    layers = get<index_t>(j, "num_hidden_layers", path);
+    heads = get<index_t>(j, "num_attention_heads", path);
+    kv = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null() ? j["num_key_value_heads"].get<index_t>() : heads;
+    ffn = get<index_t>(j, "intermediate_size", path);
+    c.norm_eps = j.value("rms_norm_eps", 1e-6);
+    c.rope_theta = j.value("rope_theta", 10000.0);
+    c.tie_embeddings = j.value("tie_word_embeddings", false);
+    const auto act = j.value("hidden_act", std::string("silu"));
+    check(act == "silu", "checkpoint: '", path, "': hidden_act '", act, "' is not supported (expected silu)");
+    check(!j.contains("rope_scaling") || j["rope_scaling"].is_null(), "checkpoint: '", path,
+          "': rope_scaling is not supported");
+    check(!j.value("use_sliding_window", false), "checkpoint: '", path, "': sliding-window attention is not supported");
+  } else {
+    fail("checkpoint: '", path, "': model_type '", type, "' is not supported here (expected gpt2, llama or qwen2)");
+  }
+  check(heads > 0 && c.d_model % heads == 0, "checkpoint: '", path, "': width ", c.d_model, " is not a multiple of ", heads,
+        " heads");
+  c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<index_t>() : c.d_model / heads;
+  c.layers.assign(static_cast<std::size_t>(layers), model::layer_config{heads, kv, ffn});
+  if (j.contains("lwcl_layers")) {
+    const auto& L = j["lwcl_layers"];
+    check(L.is_array() && static_cast<index_t>(L.size()) == layers, "checkpoint: '", path, "': lwcl_layers must list ",
+          layers, " layers");
+    for (std::size_t i = 0; i < L.size(); ++i)
+      c.layers[i] = model::layer_config{get<index_t>(L[i], "n_heads", path), get<index_t>(L[i], "n_kv_heads", path),
+                                        get<index_t>(L[i], "ffn", path)};
+  }
+  c.validate();
+  return c;
+}
+
+// Fills net's parameters from the checkpoint folder `dir` (shapes must match net's config).
+template <class Backend>
+void load_hf_weights(model::transformer<Backend>& net, const std::string& dir) {
+  const auto& cfg = net.config();
+  const auto& layout = net.layout();
+  hf_detail::tensor_source src(dir);
+  std::vector<double> staging(static_cast<std::size_t>(layout.numel()), 0.0);
+  std::vector<float> tmp;
+  for (const auto& e : layout.entries()) {
+    std::unique_ptr<model::block_shape> sh;
+    if (e.name.rfind("layers.", 0) == 0) {
+      const index_t l = std::stoll(e.name.substr(7, e.name.find('.', 7) - 7));
+      sh = std::make_unique<model::block_shape>(model::shape_of_layer(cfg, l));
+    }
+    const auto s = hf_detail::map_name(cfg.fam, e.name, sh.get());
+    const auto& file = src.file_of(s.name);
+    const auto& info = file.entry(s.name);
+    tmp.resize(static_cast<std::size_t>(info.dims.numel()));
+    file.read_f32(s.name, info.dims, tmp.data());
+    double* out = staging.data() + e.offset;
+    const index_t n = e.shape.numel();
+    if (e.shape.rank() == 1) {
+      const index_t first = s.first, count = s.count < 0 ? info.dims.numel() : s.count;
+      check(info.dims.rank() == 1 && count == n && first + count <= info.dims[0], "checkpoint: '", s.name, "' has shape ",
+            info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str());
+      for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(first + i)];
+    } else if (!s.transpose) {
+      check(info.dims == e.shape, "checkpoint: '", s.name, "' has shape ", info.dims.str(), ", expected ", e.shape.str(),
+            " for lwcl's '", e.name, "'");
+      for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(i)];
+    } else {
+      // Conv1D (in, out): lwcl's (out_slice, in) is rows [first, first + rows) of the transpose.
+      const index_t rows = e.shape[0], cols = e.shape[1];
+      check(info.dims.rank() == 2 && info.dims[0] == cols && s.first + rows <= info.dims[1], "checkpoint: '", s.name,
+            "' has shape ", info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str(), " transposed");
+      const index_t width = info.dims[1];
+      for (index_t r = 0; r < rows; ++r)
+        for (index_t c = 0; c < cols; ++c) out[r * cols + c] = tmp[static_cast<std::size_t>(c * width + s.first + r)];
+    }
+  }
+  ops::dispatch_float("load_hf_weights", net.type(), [&](auto z) {
+    using T = decltype(z);
+    std::vector<T> host(staging.begin(), staging.end());
+    net.backend().from_host(net.params().data, host.data(), host.size() * sizeof(T));
+  });
+}
+
+}  // namespace lwcl::checkpoint

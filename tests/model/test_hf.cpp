@@ -1,0 +1,117 @@
+// Hugging Face checkpoints: tiny random gpt2, llama (GQA, FFN 88, untied head) and qwen2 (GQA, q/k/v
+// bias, tied head) saved by transformers (tools/fixtures/hf_models.py) load into lwcl, whose logits
+// match transformers' float64 logits; malformed checkpoints give clear errors.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "support/check.hpp"
+#include "support/fixture.hpp"
+
+using namespace lwcl;
+
+namespace {
+
+template <class Real>
+double logits_error(const std::string& name) {
+  const std::string dir = test::data_path("hf/" + name);
+  test::fixture fx("hf/" + name + "_logits.lwfx");
+  const auto cfg = checkpoint::read_hf_config(dir);
+  backend::cpu be;
+  model::transformer<backend::cpu> net(be, cfg, dtype_of_v<Real>);
+  checkpoint::load_hf_weights(net, dir);
+  const auto ids64 = fx.ints("ids");
+  std::vector<std::int32_t> ids(ids64.begin(), ids64.end());
+  const auto& dims = fx.dims("ids");
+  const tensor logits = net.forward_logits(tensor(ids.data(), {dims[0], dims[1]}));
+  const Real* p = logits.ptr<Real>();
+  const std::vector<Real> got(p, p + logits.numel());
+  return test::rel_error(got, fx.f64("logits"));
+}
+
+std::string copy_checkpoint(const std::string& name, const std::string& tag) {
+  namespace fs = std::filesystem;
+  const auto dst = fs::temp_directory_path() / ("lwcl_hf_" + std::to_string(::getpid()) + "_" + tag);
+  fs::remove_all(dst);
+  fs::copy(test::data_path("hf/" + name), dst, fs::copy_options::recursive);
+  return dst.string();
+}
+
+}  // namespace
+
+TEST_CASE("Hugging Face gpt2, llama and qwen2 checkpoints give transformers' logits") {
+  for (const char* name : {"gpt2", "llama", "qwen2"}) {
+    CAPTURE(name);
+    CHECK(logits_error<float>(name) < 1e-4);
+    // transformers computes RoPE's inverse frequencies in float32 even in a float64 model, which
+    // bounds the agreement of the RoPE families near 1e-7; gpt2 agrees to rounding.
+    CHECK(logits_error<double>(name) < 1e-6);
+  }
+}
+
+TEST_CASE("Hugging Face configs map to lwcl's model_config") {
+  const auto g = checkpoint::read_hf_config(test::data_path("hf/gpt2"));
+  CHECK(g.fam == model::family::gpt2);
+  CHECK(g.d_model == 32);
+  CHECK(g.layers.size() == 2);
+  CHECK(g.layers[1].ffn == 128);
+  CHECK(g.tie_embeddings);
+  const auto l = checkpoint::read_hf_config(test::data_path("hf/llama"));
+  CHECK(l.layers[0].n_heads == 6);
+  CHECK(l.layers[0].n_kv_heads == 2);
+  CHECK(l.layers[0].ffn == 88);
+  CHECK(l.head_dim == 8);
+  CHECK_FALSE(l.tie_embeddings);
+  const auto q = checkpoint::read_hf_config(test::data_path("hf/qwen2"));
+  CHECK(q.fam == model::family::qwen2);
+  CHECK(q.rope_theta == 1000000.0);
+  CHECK(q.tie_embeddings);
+}
+
+TEST_CASE("malformed Hugging Face checkpoints raise lwcl::error naming the problem") {
+  namespace fs = std::filesystem;
+  backend::cpu be;
+  {
+    const auto dir = copy_checkpoint("llama", "badjson");
+    std::ofstream(fs::path(dir) / "config.json") << "{\"model_type\": \"llama\",";
+    CHECK_THROWS_WITH_AS(checkpoint::read_hf_config(dir), doctest::Contains("is malformed JSON"), lwcl::error);
+    fs::remove_all(dir);
+  }
+  {
+    const auto dir = copy_checkpoint("llama", "type");
+    std::ofstream(fs::path(dir) / "config.json") << R"({"model_type": "mamba"})";
+    CHECK_THROWS_WITH_AS(checkpoint::read_hf_config(dir), doctest::Contains("model_type 'mamba' is not supported"), lwcl::error);
+    fs::remove_all(dir);
+  }
+  {
+    // A config that disagrees with the weights: one more layer than the file holds.
+    auto cfg = checkpoint::read_hf_config(test::data_path("hf/llama"));
+    cfg.layers.push_back(cfg.layers.back());
+    model::transformer<backend::cpu> net(be, cfg);
+    CHECK_THROWS_WITH_AS(checkpoint::load_hf_weights(net, test::data_path("hf/llama")),
+                         doctest::Contains("tensor 'model.layers.2.input_layernorm.weight' is missing"), lwcl::error);
+  }
+  {
+    // Wider FFN in the config than in the file.
+    auto cfg = checkpoint::read_hf_config(test::data_path("hf/llama"));
+    cfg.layers[0].ffn = 96;
+    model::transformer<backend::cpu> net(be, cfg);
+    CHECK_THROWS_WITH_AS(checkpoint::load_hf_weights(net, test::data_path("hf/llama")),
+                         doctest::Contains("'model.layers.0.mlp.gate_proj.weight' has shape [88, 48], expected [96, 48]"),
+                         lwcl::error);
+  }
+  {
+    const auto dir = copy_checkpoint("gpt2", "noweights");
+    fs::remove(fs::path(dir) / "model.safetensors");
+    model::transformer<backend::cpu> net(be, checkpoint::read_hf_config(dir));
+    CHECK_THROWS_WITH_AS(checkpoint::load_hf_weights(net, dir), doctest::Contains("has neither model.safetensors"), lwcl::error);
+    fs::remove_all(dir);
+  }
+}
