@@ -1,6 +1,7 @@
 // Hugging Face checkpoints: tiny random gpt2, llama (GQA, FFN 88, untied head) and qwen2 (GQA, q/k/v
 // bias, tied head) saved by transformers (tools/fixtures/hf_models.py) load into lwcl, whose logits
-// match transformers' float64 logits; malformed checkpoints give clear errors.
+// match transformers' float64 logits; lwcl's own saves reload bit for bit (uneven pruned layers
+// included); malformed checkpoints give clear errors.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -113,5 +114,75 @@ TEST_CASE("malformed Hugging Face checkpoints raise lwcl::error naming the probl
     model::transformer<backend::cpu> net(be, checkpoint::read_hf_config(dir));
     CHECK_THROWS_WITH_AS(checkpoint::load_hf_weights(net, dir), doctest::Contains("has neither model.safetensors"), lwcl::error);
     fs::remove_all(dir);
+  }
+}
+
+namespace {
+
+template <class Real>
+std::vector<Real> params_of(const model::transformer<backend::cpu>& net) {
+  const Real* p = net.params().ptr<Real>();
+  return std::vector<Real>(p, p + net.params().numel());
+}
+
+template <class Real>
+std::vector<Real> logits_of(model::transformer<backend::cpu>& net) {
+  std::vector<std::int32_t> ids{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+  const tensor t = net.forward_logits(tensor(ids.data(), {2, 6}));
+  const Real* p = t.ptr<Real>();
+  return std::vector<Real>(p, p + t.numel());
+}
+
+// Saves `net`, loads the folder into a fresh model and checks weights and logits are bitwise equal.
+template <class Real>
+void check_round_trip(model::transformer<backend::cpu>& net, const std::string& tag) {
+  namespace fs = std::filesystem;
+  const auto dir = (fs::temp_directory_path() / ("lwcl_hf_rt_" + std::to_string(::getpid()) + "_" + tag)).string();
+  fs::remove_all(dir);
+  checkpoint::save_hf(net, dir);
+  CHECK_FALSE(fs::exists(fs::path(dir) / "config.json.tmp"));
+  const auto cfg = checkpoint::read_hf_config(dir);
+  REQUIRE(cfg.layers.size() == net.config().layers.size());
+  for (std::size_t l = 0; l < cfg.layers.size(); ++l) {
+    CHECK(cfg.layers[l].n_heads == net.config().layers[l].n_heads);
+    CHECK(cfg.layers[l].n_kv_heads == net.config().layers[l].n_kv_heads);
+    CHECK(cfg.layers[l].ffn == net.config().layers[l].ffn);
+  }
+  model::transformer<backend::cpu> back(net.backend(), cfg, dtype_of_v<Real>);
+  checkpoint::load_hf_weights(back, dir);
+  CHECK(params_of<Real>(back) == params_of<Real>(net));
+  CHECK(logits_of<Real>(back) == logits_of<Real>(net));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+TEST_CASE("save_hf then load_hf_weights gives bitwise-identical weights and logits") {
+  backend::cpu be;
+  SUBCASE("checkpoints written by transformers, re-saved by lwcl") {
+    for (const char* name : {"gpt2", "llama", "qwen2"}) {
+      CAPTURE(name);
+      const std::string dir = test::data_path(std::string("hf/") + name);
+      model::transformer<backend::cpu> net(be, checkpoint::read_hf_config(dir));
+      checkpoint::load_hf_weights(net, dir);
+      check_round_trip<float>(net, name);
+    }
+  }
+  SUBCASE("pruned students with uneven layers, f32 and f64") {
+    auto llama = model::model_config::uniform(model::family::llama, 64, 32, 48, 3, 6, 2, 88);
+    llama.head_dim = 8;
+    llama.layers[1] = {3, 1, 40};
+    llama.layers[2] = {4, 2, 17};
+    auto gpt2 = model::model_config::uniform(model::family::gpt2, 64, 16, 32, 2, 4, 4, 128);
+    gpt2.layers[1] = {2, 2, 36};
+    for (const auto& cfg : {llama, gpt2}) {
+      CAPTURE(std::string(model::family_name(cfg.fam)));
+      model::transformer<backend::cpu> a(be, cfg, dtype::f32);
+      a.init(11);
+      check_round_trip<float>(a, std::string(model::family_name(cfg.fam)) + "_f32");
+      model::transformer<backend::cpu> b(be, cfg, dtype::f64);
+      b.init(12);
+      check_round_trip<double>(b, std::string(model::family_name(cfg.fam)) + "_f64");
+    }
   }
 }

@@ -5,6 +5,8 @@
 // fused in c_attn, so those are transposed and sliced. A config may carry lwcl's per-layer widths
 // ("lwcl_layers", see docs/file-formats.md) for pruned, uneven students.
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -204,7 +206,7 @@ void load_hf_weights(model::transformer<Backend>& net, const std::string& dir) {
   const auto& layout = net.layout();
   hf_detail::tensor_source src(dir);
   std::vector<double> staging(static_cast<std::size_t>(layout.numel()), 0.0);
-  std::vector<float> tmp;
+  std::vector<double> tmp;
   for (const auto& e : layout.entries()) {
     std::unique_ptr<model::block_shape> sh;
     if (e.name.rfind("layers.", 0) == 0) {
@@ -215,7 +217,7 @@ void load_hf_weights(model::transformer<Backend>& net, const std::string& dir) {
     const auto& file = src.file_of(s.name);
     const auto& info = file.entry(s.name);
     tmp.resize(static_cast<std::size_t>(info.dims.numel()));
-    file.read_f32(s.name, info.dims, tmp.data());
+    file.template read<double>(s.name, info.dims, tmp.data());
     double* out = staging.data() + e.offset;
     const index_t n = e.shape.numel();
     if (e.shape.rank() == 1) {
@@ -242,6 +244,93 @@ void load_hf_weights(model::transformer<Backend>& net, const std::string& dir) {
     std::vector<T> host(staging.begin(), staging.end());
     net.backend().from_host(net.params().data, host.data(), host.size() * sizeof(T));
   });
+}
+
+// Writes net as a Hugging Face checkpoint folder: config.json (the family's fields, plus head_dim and
+// lwcl_layers so that uneven pruned layers reload) and model.safetensors in the net's dtype, each
+// written to a temporary name and renamed. load_hf_weights reads it back bit for bit.
+template <class Backend>
+void save_hf(const model::transformer<Backend>& net, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const auto& cfg = net.config();
+  const auto& layout = net.layout();
+  fs::create_directories(dir);
+  const auto& L0 = cfg.layers.front();
+  nlohmann::ordered_json j;
+  if (cfg.fam == model::family::gpt2) {
+    check(cfg.tie_embeddings, "save_hf: a gpt2 checkpoint always ties the LM head to wte");
+    j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"vocab_size", cfg.vocab},
+         {"n_positions", cfg.max_seq}, {"n_embd", cfg.d_model}, {"n_layer", cfg.n_layers()}, {"n_head", L0.n_heads},
+         {"n_inner", L0.ffn}, {"layer_norm_epsilon", cfg.norm_eps}, {"activation_function", "gelu_new"},
+         {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
+    for (const auto& l : cfg.layers)
+      check(l.n_kv_heads == l.n_heads, "save_hf: gpt2 layers need as many KV heads as query heads");
+  } else if (cfg.fam == model::family::llama || cfg.fam == model::family::qwen2) {
+    const bool llama = cfg.fam == model::family::llama;
+    j = {{"architectures", {llama ? "LlamaForCausalLM" : "Qwen2ForCausalLM"}}, {"model_type", llama ? "llama" : "qwen2"},
+         {"vocab_size", cfg.vocab}, {"max_position_embeddings", cfg.max_seq}, {"hidden_size", cfg.d_model},
+         {"num_hidden_layers", cfg.n_layers()}, {"num_attention_heads", L0.n_heads}, {"num_key_value_heads", L0.n_kv_heads},
+         {"intermediate_size", L0.ffn}, {"rms_norm_eps", cfg.norm_eps}, {"rope_theta", cfg.rope_theta},
+         {"tie_word_embeddings", cfg.tie_embeddings}, {"hidden_act", "silu"}};
+  } else {
+    fail("save_hf: family ", model::family_name(cfg.fam), " is not supported (expected gpt2, llama or qwen2)");
+  }
+  j["head_dim"] = cfg.head_dim;
+  j["torch_dtype"] = net.type() == dtype::f64 ? "float64" : "float32";
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const auto& l : cfg.layers) layers.push_back({{"n_heads", l.n_heads}, {"n_kv_heads", l.n_kv_heads}, {"ffn", l.ffn}});
+  j["lwcl_layers"] = layers;
+
+  // Gather lwcl's tensors into the Hugging Face tensors (fused and transposed where the format wants).
+  struct hf_tensor {
+    lwcl::shape dims;
+    std::vector<char> bytes;
+  };
+  const std::size_t esize = dtype_size(net.type());
+  std::vector<char> params(static_cast<std::size_t>(layout.numel()) * esize);
+  net.backend().to_host(params.data(), net.params().data, params.size());
+  std::map<std::string, hf_tensor> out;
+  auto plan = [&](const auto& e) {
+    std::unique_ptr<model::block_shape> sh;
+    if (e.name.rfind("layers.", 0) == 0)
+      sh = std::make_unique<model::block_shape>(model::shape_of_layer(cfg, std::stoll(e.name.substr(7, e.name.find('.', 7) - 7))));
+    return hf_detail::map_name(cfg.fam, e.name, sh.get());
+  };
+  for (const auto& e : layout.entries()) {  // first pass: the Hugging Face shapes
+    const auto s = plan(e);
+    auto& t = out[s.name];
+    if (e.shape.rank() == 1 && s.count >= 0)
+      t.dims = shape{std::max(t.dims.rank() ? t.dims[0] : 0, s.first + s.count)};
+    else if (s.transpose)
+      t.dims = shape{e.shape[1], std::max(t.dims.rank() ? t.dims[1] : 0, s.first + e.shape[0])};
+    else
+      t.dims = e.shape;
+  }
+  for (auto& [name, t] : out) t.bytes.assign(static_cast<std::size_t>(t.dims.numel()) * esize, 0);
+  for (const auto& e : layout.entries()) {  // second pass: the values
+    const auto s = plan(e);
+    auto& t = out[s.name];
+    const char* src = params.data() + static_cast<std::size_t>(e.offset) * esize;
+    if (s.transpose) {
+      const index_t rows = e.shape[0], cols = e.shape[1], width = t.dims[1];
+      for (index_t r = 0; r < rows; ++r)
+        for (index_t c = 0; c < cols; ++c)
+          std::memcpy(t.bytes.data() + static_cast<std::size_t>(c * width + s.first + r) * esize,
+                      src + static_cast<std::size_t>(r * cols + c) * esize, esize);
+    } else {
+      std::memcpy(t.bytes.data() + static_cast<std::size_t>(s.first) * esize, src, static_cast<std::size_t>(e.shape.numel()) * esize);
+    }
+  }
+  std::vector<safetensors_item> items;
+  for (const auto& [name, t] : out) items.push_back({name, net.type(), t.dims, t.bytes.data()});
+  write_safetensors((fs::path(dir) / "model.safetensors").string(), items, {{"format", "pt"}});
+  const auto cfg_path = (fs::path(dir) / "config.json").string();
+  {
+    std::ofstream f(cfg_path + ".tmp");
+    f << j.dump(2) << '\n';
+    check(f.good(), "save_hf: writing '", cfg_path, ".tmp' failed");
+  }
+  fs::rename(cfg_path + ".tmp", cfg_path);
 }
 
 }  // namespace lwcl::checkpoint

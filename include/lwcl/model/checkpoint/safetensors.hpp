@@ -19,6 +19,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -104,39 +105,48 @@ class safetensors_file {
     return base_ + data_start_ + e.begin;
   }
 
-  // Copies the tensor into `out` as float, converting from F32, F64, BF16 or F16; `want` is the shape
-  // the caller expects (an error names both when they differ).
-  void read_f32(const std::string& name, const shape& want, float* out) const {
+  // Copies the tensor into `out` as T (float or double), converting from F32, F64, BF16 or F16
+  // (every conversion to double is exact); `want` is the shape the caller expects (an error names
+  // both when they differ).
+  template <class T>
+  void read(const std::string& name, const shape& want, T* out) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "safetensors_file::read: T is float or double");
     const auto& e = entry(name);
     check(e.dims == want, "safetensors: tensor '", name, "' in '", path_, "' has shape ", e.dims.str(), ", expected ", want.str());
     const unsigned char* p = bytes(name);
     const auto n = static_cast<std::size_t>(e.dims.numel());
-    switch (e.type) {
-      case dtype::f32: std::memcpy(out, p, n * 4); break;
-      case dtype::f64:
-        for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
+      switch (e.type) {
+        case dtype::f32: {
+          float f;
+          std::memcpy(&f, p + 4 * i, 4);
+          out[i] = static_cast<T>(f);
+          break;
+        }
+        case dtype::f64: {
           double d;
           std::memcpy(&d, p + 8 * i, 8);
-          out[i] = static_cast<float>(d);
+          out[i] = static_cast<T>(d);
+          break;
         }
-        break;
-      case dtype::bf16:
-        for (std::size_t i = 0; i < n; ++i) {
+        case dtype::bf16: {
           std::uint16_t b;
           std::memcpy(&b, p + 2 * i, 2);
-          out[i] = bf16::from_bits(b).to_float();
+          out[i] = static_cast<T>(bf16::from_bits(b).to_float());
+          break;
         }
-        break;
-      case dtype::f16:
-        for (std::size_t i = 0; i < n; ++i) {
+        case dtype::f16: {
           std::uint16_t h;
           std::memcpy(&h, p + 2 * i, 2);
-          out[i] = f16_to_float(h);
+          out[i] = static_cast<T>(f16_to_float(h));
+          break;
         }
-        break;
-      default: fail("safetensors: tensor '", name, "' in '", path_, "' has dtype ", dtype_name(e.type), ", expected a float type");
+        default:
+          fail("safetensors: tensor '", name, "' in '", path_, "' has dtype ", dtype_name(e.type), ", expected a float type");
+      }
     }
   }
+  void read_f32(const std::string& name, const shape& want, float* out) const { read<float>(name, want, out); }
 
  private:
   void unmap() {
