@@ -18,6 +18,7 @@
 #include "lwcl/model/checkpoint/safetensors.hpp"
 #include "lwcl/model/config.hpp"
 #include "lwcl/model/tokenizer/byte_bpe.hpp"
+#include "lwcl/model/tokenizer/wordpiece.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/activation.hpp"
 #include "lwcl/ops/attention.hpp"
