@@ -26,6 +26,81 @@
 
 namespace lwcl::tokenizer {
 
+namespace gpt2_pattern {
+
+inline bool is_letter(char32_t c) { return u_isalpha(static_cast<UChar32>(c)) && (U_GET_GC_MASK(c) & U_GC_L_MASK); }
+inline bool is_number(char32_t c) { return (U_GET_GC_MASK(c) & U_GC_N_MASK) != 0; }
+inline bool is_space(char32_t c) { return u_isUWhiteSpace(static_cast<UChar32>(c)) != 0; }
+
+// Length (in code points) of the piece starting at i, by GPT-2's pattern, alternatives in order:
+// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+inline std::size_t piece_length(const std::vector<char32_t>& s, std::size_t i) {
+  const std::size_t n = s.size();
+  if (s[i] == U'\'') {
+    for (const char32_t* suf : {U"s", U"t", U"re", U"ve", U"m", U"ll", U"d"}) {
+      std::size_t k = 0;
+      while (suf[k] && i + 1 + k < n && s[i + 1 + k] == suf[k]) ++k;
+      if (!suf[k]) return 1 + k;
+    }
+  }
+  const std::size_t j = s[i] == U' ' && i + 1 < n ? i + 1 : i;  // optional leading space
+  auto run = [&](std::size_t from, auto pred) {
+    std::size_t e = from;
+    while (e < n && pred(s[e])) ++e;
+    return e - from;
+  };
+  for (int cls = 0; cls < 3; ++cls) {
+    auto pred = [cls](char32_t c) {
+      return cls == 0 ? is_letter(c) : cls == 1 ? is_number(c) : !(is_space(c) || is_letter(c) || is_number(c));
+    };
+    if (j != i) {
+      if (const std::size_t r = run(j, pred)) return 1 + r;
+    }
+    if (const std::size_t r = run(i, pred)) return r;
+  }
+  const std::size_t ws = run(i, is_space);
+  if (ws > 0) {
+    if (i + ws == n) return ws;  // \s+(?!\S) at the end
+    if (ws > 1) return ws - 1;   // leave the last space to lead the next piece
+    return 1;                    // \s+
+  }
+  return 1;  // unreachable for valid classes; keeps progress guaranteed
+}
+
+// The text cut into pieces by the pattern, each a view of the original bytes.
+inline std::vector<std::string_view> split_pieces(std::string_view text) {
+  const auto cps = utf8_decode(text);
+  std::vector<std::size_t> at(cps.size() + 1, 0);  // byte offset of each code point
+  for (std::size_t k = 0; k < cps.size(); ++k) {
+    const char32_t c = cps[k];
+    at[k + 1] = at[k] + (c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4);
+  }
+  std::vector<std::string_view> pieces;
+  for (std::size_t i = 0; i < cps.size();) {
+    const std::size_t n = piece_length(cps, i);
+    pieces.push_back(text.substr(at[i], at[i + n] - at[i]));
+    i += n;
+  }
+  return pieces;
+}
+
+// GPT-2's byte map: printable Latin-1 bytes stand for themselves, the rest move to 256 + n; each entry
+// is the UTF-8 of the code point standing for that byte.
+inline const std::array<std::string, 256>& byte_symbols() {
+  static const std::array<std::string, 256> table = [] {
+    std::array<std::string, 256> t{};
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool keep = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+      utf8_append(t[static_cast<std::size_t>(b)], keep ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++));
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace gpt2_pattern
+
 class byte_bpe {
  public:
   // From vocab.json (token -> id) and merges.txt ("a b" per line, best first; a "#version" line is skipped).
@@ -74,21 +149,7 @@ class byte_bpe {
 
   std::vector<std::int32_t> encode(std::string_view text) const {
     std::vector<std::int32_t> ids;
-    const auto cps = utf8_decode(text);
-    std::size_t i = 0;
-    // Byte offsets of each code point, to cut pieces out of the original bytes.
-    std::vector<std::size_t> at(cps.size() + 1, 0);
-    for (std::size_t k = 0, b = 0; k < cps.size(); ++k) {
-      at[k] = b;
-      const char32_t c = cps[k];
-      b += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-      at[k + 1] = b;
-    }
-    while (i < cps.size()) {
-      const std::size_t n = piece_length(cps, i);
-      encode_piece(text.substr(at[i], at[i + n] - at[i]), ids);
-      i += n;
-    }
+    for (std::string_view piece : gpt2_pattern::split_pieces(text)) encode_piece(piece, ids);
     return ids;
   }
 
@@ -108,15 +169,8 @@ class byte_bpe {
 
  private:
   byte_bpe() {
-    // GPT-2's byte map: printable Latin-1 bytes stand for themselves, the rest move to 256 + n.
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-      const bool keep = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-      const char32_t cp = keep ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
-      byte_to_unicode_[static_cast<std::size_t>(b)].clear();
-      utf8_append(byte_to_unicode_[static_cast<std::size_t>(b)], cp);
-      unicode_to_byte_[cp] = static_cast<unsigned char>(b);
-    }
+    const auto& table = gpt2_pattern::byte_symbols();
+    for (int b = 0; b < 256; ++b) unicode_to_byte_[utf8_decode(table[static_cast<std::size_t>(b)]).at(0)] = static_cast<unsigned char>(b);
   }
 
   static nlohmann::json read_json(const std::string& path) {
@@ -144,49 +198,10 @@ class byte_bpe {
     merge_rank_.emplace(a + '\x01' + b, rank);
   }
 
-  static bool is_letter(char32_t c) { return u_isalpha(static_cast<UChar32>(c)) && (U_GET_GC_MASK(c) & U_GC_L_MASK); }
-  static bool is_number(char32_t c) { return (U_GET_GC_MASK(c) & U_GC_N_MASK) != 0; }
-  static bool is_space(char32_t c) { return u_isUWhiteSpace(static_cast<UChar32>(c)) != 0; }
-
-  // Length (in code points) of the piece starting at i, by GPT-2's pattern, alternatives in order:
-  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  static std::size_t piece_length(const std::vector<char32_t>& s, std::size_t i) {
-    const std::size_t n = s.size();
-    if (s[i] == U'\'') {
-      for (const char32_t* suf : {U"s", U"t", U"re", U"ve", U"m", U"ll", U"d"}) {
-        std::size_t k = 0;
-        while (suf[k] && i + 1 + k < n && s[i + 1 + k] == suf[k]) ++k;
-        if (!suf[k]) return 1 + k;
-      }
-    }
-    const std::size_t j = s[i] == U' ' && i + 1 < n ? i + 1 : i;  // optional leading space
-    auto run = [&](std::size_t from, auto pred) {
-      std::size_t e = from;
-      while (e < n && pred(s[e])) ++e;
-      return e - from;
-    };
-    for (int cls = 0; cls < 3; ++cls) {
-      auto pred = [cls](char32_t c) {
-        return cls == 0 ? is_letter(c) : cls == 1 ? is_number(c) : !(is_space(c) || is_letter(c) || is_number(c));
-      };
-      if (j != i) {
-        if (const std::size_t r = run(j, pred)) return 1 + r;
-      }
-      if (const std::size_t r = run(i, pred)) return r;
-    }
-    const std::size_t ws = run(i, is_space);
-    if (ws > 0) {
-      if (i + ws == n) return ws;  // \s+(?!\S) at the end
-      if (ws > 1) return ws - 1;   // leave the last space to lead the next piece
-      return 1;                    // \s+
-    }
-    return 1;  // unreachable for valid classes; keeps progress guaranteed
-  }
-
   void encode_piece(std::string_view bytes, std::vector<std::int32_t>& ids) const {
     std::vector<std::string> sym;
     sym.reserve(bytes.size());
-    for (char c : bytes) sym.push_back(byte_to_unicode_[static_cast<unsigned char>(c)]);
+    for (char c : bytes) sym.push_back(gpt2_pattern::byte_symbols()[static_cast<unsigned char>(c)]);
     while (sym.size() > 1) {
       std::size_t best = std::numeric_limits<std::size_t>::max(), where = 0;
       for (std::size_t k = 0; k + 1 < sym.size(); ++k) {
@@ -218,7 +233,6 @@ class byte_bpe {
     }
   }
 
-  std::array<std::string, 256> byte_to_unicode_{};
   std::map<char32_t, unsigned char> unicode_to_byte_;
   std::unordered_map<std::string, std::int32_t> token_to_id_;
   std::vector<std::string> id_to_token_;
