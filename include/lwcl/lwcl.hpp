@@ -18,6 +18,7 @@
 #include "lwcl/model/checkpoint/safetensors.hpp"
 #include "lwcl/model/config.hpp"
 #include "lwcl/model/tokenizer/bpe_trainer.hpp"
+#include "lwcl/model/tokenizer/byte_level.hpp"
 #include "lwcl/model/tokenizer/byte_bpe.hpp"
 #include "lwcl/model/tokenizer/wordpiece.hpp"
 #include "lwcl/model/transformer.hpp"

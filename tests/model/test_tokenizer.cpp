@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lwcl/model/tokenizer/byte_bpe.hpp"
+#include "lwcl/model/tokenizer/byte_level.hpp"
 #include "support/fixture.hpp"
 
 using namespace lwcl;
@@ -39,4 +40,17 @@ TEST_CASE("byte-level BPE rejects invalid UTF-8, unknown ids and malformed files
                        doctest::Contains("is malformed JSON"), lwcl::error);
   CHECK_THROWS_WITH_AS(tokenizer::byte_bpe::from_tokenizer_json(dir + "vocab.json"),
                        doctest::Contains("does not hold a BPE model"), lwcl::error);
+}
+
+
+TEST_CASE("byte-level tokenizer: one id per byte, lossless on any bytes") {
+  const tokenizer::byte_level t;
+  CHECK(t.vocab_size() == 257);
+  CHECK(t.encode("A\xc3\xa9") == std::vector<std::int32_t>{65, 0xc3, 0xa9});
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  CHECK(t.decode(t.encode(all)) == all);  // every byte value, invalid UTF-8 included
+  CHECK(t.decode({72, 105, t.special_id("<|endoftext|>")}) == "Hi<|endoftext|>");
+  CHECK_THROWS_WITH_AS(t.decode({257}), doctest::Contains("id 257 is outside the vocabulary of 257"), lwcl::error);
+  CHECK_THROWS_WITH_AS(t.special_id("<pad>"), doctest::Contains("no special token '<pad>'"), lwcl::error);
 }
