@@ -4,6 +4,7 @@
 #   tools/install_deps.sh            build + test dependencies (compilers, header libraries, BLAS)
 #   tools/install_deps.sh --bench    also the GEMM providers compared in bench/ (BLIS, oneDNN)
 #   tools/install_deps.sh --python   also Python with PyTorch and NumPy (oracle fixtures, bench/peer)
+#   tools/install_deps.sh --corpus   also the public-domain texts (bible-kjv, r-cran-janeaustenr)
 set -euo pipefail
 
 base=(cmake make g++ clang libomp-dev pkg-config
@@ -11,14 +12,16 @@ base=(cmake make g++ clang libomp-dev pkg-config
       nlohmann-json3-dev libzstd-dev libcli11-dev libpng-dev libicu-dev)
 bench=(libblis-dev libdnnl-dev)
 python=(python3 python3-numpy python3-torch)
+corpus=(bible-kjv r-cran-janeaustenr)
 
 want=("${base[@]}")
 for arg in "$@"; do
   case "$arg" in
     --bench) want+=("${bench[@]}") ;;
     --python) want+=("${python[@]}") ;;
-    --all) want+=("${bench[@]}" "${python[@]}") ;;
-    *) echo "install_deps.sh: unknown option '$arg' (expected --bench, --python or --all)" >&2; exit 2 ;;
+    --corpus) want+=("${corpus[@]}") ;;
+    --all) want+=("${bench[@]}" "${python[@]}" "${corpus[@]}") ;;
+    *) echo "install_deps.sh: unknown option '$arg' (expected --bench, --python, --corpus or --all)" >&2; exit 2 ;;
   esac
 done
 

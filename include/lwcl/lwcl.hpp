@@ -12,6 +12,8 @@
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/core/timer.hpp"
+#include "lwcl/data/loader.hpp"
+#include "lwcl/data/shards.hpp"
 #include "lwcl/model/block.hpp"
 #include "lwcl/model/block_stack.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"

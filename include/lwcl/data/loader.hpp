@@ -1,0 +1,49 @@
+#pragma once
+// A deterministic, seeded loader of (B, T) training batches from a shard. Batch k is a pure function
+// of (seed, k): each row is a window of T + 1 consecutive tokens starting at a Philox-drawn offset, the
+// first T being the inputs and the last T the next-token targets. A run resumed at batch k therefore
+// sees exactly the batches an uninterrupted run would.
+
+#include <cstdint>
+#include <vector>
+
+#include "lwcl/core/config.hpp"
+#include "lwcl/core/error.hpp"
+#include "lwcl/core/rng.hpp"
+#include "lwcl/data/shards.hpp"
+
+namespace lwcl::data {
+
+class batch_loader {
+ public:
+  batch_loader(const shard& s, index_t B, index_t T, std::uint64_t seed) : shard_(s), B_(B), T_(T), seed_(seed) {
+    check(B > 0 && T > 0, "batch_loader: batch ", B, " x ", T, " must be positive");
+    check(s.size() > static_cast<std::uint64_t>(T), "batch_loader: '", s.path(), "' holds ", s.size(),
+          " tokens, too few for sequences of ", T, " + 1");
+  }
+
+  // Fills tokens and targets (each B * T, row-major) with batch number k.
+  void batch(std::uint64_t k, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const {
+    tokens.resize(static_cast<std::size_t>(B_ * T_));
+    targets.resize(tokens.size());
+    const std::uint64_t starts = shard_.size() - static_cast<std::uint64_t>(T_);  // valid window starts
+    const philox_stream rng{seed_, k};
+    for (index_t b = 0; b < B_; ++b) {
+      // Two 32-bit draws make a 64-bit offset; the modulo bias is below 2^-32 for any shard here.
+      const std::uint64_t r = (static_cast<std::uint64_t>(rng.bits(2 * static_cast<std::uint64_t>(b))) << 32) |
+                              rng.bits(2 * static_cast<std::uint64_t>(b) + 1);
+      const std::uint64_t start = r % starts;
+      for (index_t t = 0; t < T_; ++t) {
+        tokens[static_cast<std::size_t>(b * T_ + t)] = shard_[start + static_cast<std::uint64_t>(t)];
+        targets[static_cast<std::size_t>(b * T_ + t)] = shard_[start + static_cast<std::uint64_t>(t) + 1];
+      }
+    }
+  }
+
+ private:
+  const shard& shard_;
+  index_t B_, T_;
+  std::uint64_t seed_;
+};
+
+}  // namespace lwcl::data
