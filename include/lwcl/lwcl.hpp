@@ -14,6 +14,7 @@
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/loader.hpp"
 #include "lwcl/data/shards.hpp"
+#include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/block.hpp"
 #include "lwcl/model/block_stack.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
