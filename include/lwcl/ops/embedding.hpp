@@ -102,6 +102,14 @@ inline void embedding_check_ids(std::string_view op, const tensor& tokens, index
           "] is outside the vocabulary [0, ", V, ")");
 }
 
+// A position table (or its gradient) must be (P, C) with P >= T; an empty tensor means none.
+inline void embedding_expect_positions(std::string_view op, std::string_view arg, const tensor& wpe, index_t T, index_t C) {
+  if (!wpe.data) return;
+  check(wpe.shape.rank() == 2 && wpe.shape[1] == C, op, ": ", arg, " has shape ", wpe.shape.str(), ", expected (P, ", C, ")");
+  check(wpe.shape[0] >= T, op, ": ", arg, " has shape ", wpe.shape.str(), ", which holds ", wpe.shape[0],
+        " positions, fewer than the sequence length T = ", T);
+}
+
 }  // namespace detail
 
 // out[b, t] = wte[tokens[b, t]] + wpe[t]. tokens: i32 (B, T); wte: (V, C); wpe: (P, C) with P >= T, or an
@@ -114,11 +122,7 @@ void embedding_forward(Backend& be, const tensor& out, const tensor& tokens, con
   check(wte.shape.rank() == 2, op, ": wte has shape ", wte.shape.str(), ", expected (V, C)");
   const index_t B = tokens.shape[0], T = tokens.shape[1], V = wte.shape[0], C = wte.shape[1];
   expect_shape(op, "out", out, shape{B, T, C});
-  if (wpe.data) {
-    check(wpe.shape.rank() == 2 && wpe.shape[1] == C, op, ": wpe has shape ", wpe.shape.str(), ", expected (P, ", C, ")");
-    check(wpe.shape[0] >= T, op, ": wpe has shape ", wpe.shape.str(), ", which holds ", wpe.shape[0],
-          " positions, fewer than the sequence length T = ", T);
-  }
+  detail::embedding_expect_positions(op, "wpe", wpe, T, C);
   expect_same_dtype(op, {{"wte", &wte}, {"out", &out}, {"wpe", &wpe}});
   if constexpr (!Backend::is_device) detail::embedding_check_ids(op, tokens, V);
   dispatch_float(op, wte.type, [&](auto t) {
@@ -140,11 +144,7 @@ void embedding_backward(Backend& be, const tensor& dwte, const tensor& dwpe, con
   check(dwte.shape.rank() == 2, op, ": dwte has shape ", dwte.shape.str(), ", expected (V, C)");
   const index_t B = tokens.shape[0], T = tokens.shape[1], V = dwte.shape[0], C = dwte.shape[1];
   expect_shape(op, "dout", dout, shape{B, T, C});
-  if (dwpe.data) {
-    check(dwpe.shape.rank() == 2 && dwpe.shape[1] == C, op, ": dwpe has shape ", dwpe.shape.str(), ", expected (P, ", C, ")");
-    check(dwpe.shape[0] >= T, op, ": dwpe has shape ", dwpe.shape.str(), ", which holds ", dwpe.shape[0],
-          " positions, fewer than the sequence length T = ", T);
-  }
+  detail::embedding_expect_positions(op, "dwpe", dwpe, T, C);
   expect_same_dtype(op, {{"dwte", &dwte}, {"dout", &dout}, {"dwpe", &dwpe}});
   if constexpr (!Backend::is_device) detail::embedding_check_ids(op, tokens, V);
   dispatch_float(op, dwte.type, [&](auto t) {

@@ -97,6 +97,13 @@ inline source map_name(model::family fam, const std::string& lwcl_name, const mo
   fail("checkpoint: no Hugging Face name for lwcl tensor '", lwcl_name, "' of family ", model::family_name(fam));
 }
 
+// The source of lwcl tensor `name` in a model of config `cfg` (layer tensors need their layer's widths).
+inline source source_for(const model::model_config& cfg, const std::string& name) {
+  if (name.rfind("layers.", 0) != 0) return map_name(cfg.fam, name, nullptr);
+  const model::block_shape sh = model::shape_of_layer(cfg, std::stoll(name.substr(7, name.find('.', 7) - 7)));
+  return map_name(cfg.fam, name, &sh);
+}
+
 // The safetensors file(s) of a checkpoint folder, by tensor name.
 class tensor_source {
  public:
@@ -208,12 +215,7 @@ void load_hf_weights(model::transformer<Backend>& net, const std::string& dir) {
   std::vector<double> staging(static_cast<std::size_t>(layout.numel()), 0.0);
   std::vector<double> tmp;
   for (const auto& e : layout.entries()) {
-    std::unique_ptr<model::block_shape> sh;
-    if (e.name.rfind("layers.", 0) == 0) {
-      const index_t l = std::stoll(e.name.substr(7, e.name.find('.', 7) - 7));
-      sh = std::make_unique<model::block_shape>(model::shape_of_layer(cfg, l));
-    }
-    const auto s = hf_detail::map_name(cfg.fam, e.name, sh.get());
+    const auto s = hf_detail::source_for(cfg, e.name);
     const auto& file = src.file_of(s.name);
     const auto& info = file.entry(s.name);
     tmp.resize(static_cast<std::size_t>(info.dims.numel()));
@@ -290,14 +292,8 @@ void save_hf(const model::transformer<Backend>& net, const std::string& dir) {
   std::vector<char> params(static_cast<std::size_t>(layout.numel()) * esize);
   net.backend().to_host(params.data(), net.params().data, params.size());
   std::map<std::string, hf_tensor> out;
-  auto plan = [&](const auto& e) {
-    std::unique_ptr<model::block_shape> sh;
-    if (e.name.rfind("layers.", 0) == 0)
-      sh = std::make_unique<model::block_shape>(model::shape_of_layer(cfg, std::stoll(e.name.substr(7, e.name.find('.', 7) - 7))));
-    return hf_detail::map_name(cfg.fam, e.name, sh.get());
-  };
   for (const auto& e : layout.entries()) {  // first pass: the Hugging Face shapes
-    const auto s = plan(e);
+    const auto s = hf_detail::source_for(cfg, e.name);
     auto& t = out[s.name];
     if (e.shape.rank() == 1 && s.count >= 0)
       t.dims = shape{std::max(t.dims.rank() ? t.dims[0] : 0, s.first + s.count)};
@@ -308,7 +304,7 @@ void save_hf(const model::transformer<Backend>& net, const std::string& dir) {
   }
   for (auto& [name, t] : out) t.bytes.assign(static_cast<std::size_t>(t.dims.numel()) * esize, 0);
   for (const auto& e : layout.entries()) {  // second pass: the values
-    const auto s = plan(e);
+    const auto s = hf_detail::source_for(cfg, e.name);
     auto& t = out[s.name];
     const char* src = params.data() + static_cast<std::size_t>(e.offset) * esize;
     if (s.transpose) {
