@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The README's test command (and CI's): installs dependencies, builds everything with g++ and runs the
+# The README's test command (and CI's): installs dependencies (the pretrained all-MiniLM-L6-v2 that
+# tests/model/test_bert.cpp checks included), builds everything with g++ and runs the
 # default test suite (labels slow and cuda excluded), does the same with clang++, then
 # compiles every CUDA translation unit with nvcc for sm_80 and sm_90 (compile and link only; the cuda
 # tests run where a GPU is present: ctest --preset cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-tools/install_deps.sh
+tools/install_deps.sh --minilm
 
 echo "== g++: build and test"
 cmake --preset host >/dev/null

@@ -67,6 +67,36 @@ TEST_CASE("safetensors reads a file assembled from the format definition") {
   std::filesystem::remove(path);
 }
 
+TEST_CASE("safetensors validates integer and BOOL tensors it does not read, and refuses to read them as floats") {
+  // ids: I64 [3] at [0, 24) (BERT's position_ids buffer); mask: BOOL [2] at [24, 26); w: F32 [1] at [28, 32).
+  std::vector<unsigned char> data(32, 0);
+  data[8] = 1;
+  data[16] = 2;
+  data[24] = 1;
+  const float w = 0.25f;
+  std::memcpy(data.data() + 28, &w, 4);
+  const std::string header =
+      R"({"ids":{"dtype":"I64","shape":[3],"data_offsets":[0,24]},"mask":{"dtype":"BOOL","shape":[2],"data_offsets":[24,26]},)"
+      R"("pad":{"dtype":"U16","shape":[1],"data_offsets":[26,28]},"w":{"dtype":"F32","shape":[1],"data_offsets":[28,32]}})";
+  const auto path = raw_file("ints.safetensors", header, data);
+  safetensors_file f(path);
+  CHECK(f.entries().size() == 4);
+  CHECK(f.entry("ids").skipped == "I64");
+  CHECK(f.entry("mask").skipped == "BOOL");
+  float out = 0;
+  f.read_f32("w", {1}, &out);
+  CHECK(out == 0.25f);
+  std::vector<float> ids(3);
+  CHECK_THROWS_WITH_AS(f.read_f32("ids", {3}, ids.data()), doctest::Contains("has dtype I64, expected a float type"),
+                       lwcl::error);
+  std::filesystem::remove(path);
+  // An I64 tensor whose span does not match its shape is rejected like any other.
+  const std::string bad = R"({"ids":{"dtype":"I64","shape":[3],"data_offsets":[0,16]}})";
+  const auto bad_path = raw_file("ints_bad.safetensors", bad, std::vector<unsigned char>(16, 0));
+  CHECK_THROWS_WITH_AS(safetensors_file{bad_path}, doctest::Contains("spans 16 bytes, but I64[3] needs 24"), lwcl::error);
+  std::filesystem::remove(bad_path);
+}
+
 TEST_CASE("safetensors writer round-trips every dtype bit for bit") {
   const std::vector<float> f32{1.0f, -0.0f, 3.25f, 1e-30f};
   const std::vector<double> f64{1.0 / 3, -2.5};

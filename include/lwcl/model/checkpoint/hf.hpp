@@ -1,9 +1,9 @@
 #pragma once
-// Loading Hugging Face decoder checkpoints (gpt2, llama, qwen2): config.json to a model_config, and
-// model.safetensors (or a sharded model.safetensors.index.json) into a transformer's parameter buffer.
-// Names are mapped to lwcl's layout; GPT-2's Conv1D weights are stored (in, out) and its q/k/v are
-// fused in c_attn, so those are transposed and sliced. A config may carry lwcl's per-layer widths
-// ("lwcl_layers", see docs/file-formats.md) for pruned, uneven students.
+// Loading and saving Hugging Face checkpoints: decoders (gpt2, llama, qwen2) into a transformer, BERT
+// into an encoder. config.json becomes a model_config; model.safetensors (or a sharded
+// model.safetensors.index.json) fills the parameter buffer. Names are mapped to lwcl's layout; GPT-2's
+// Conv1D weights are stored (in, out) and its q/k/v are fused in c_attn, so those are transposed and
+// sliced. A config may carry lwcl's per-layer widths ("lwcl_layers", see docs/file-formats.md).
 
 #include <algorithm>
 #include <cstring>
@@ -18,6 +18,7 @@
 
 #include "lwcl/model/checkpoint/safetensors.hpp"
 #include "lwcl/model/config.hpp"
+#include "lwcl/model/encoder.hpp"
 #include "lwcl/model/transformer.hpp"
 
 namespace lwcl::checkpoint {
@@ -53,7 +54,35 @@ struct source {
   index_t count = -1;  // -1: all
 };
 
+// BERT (BertModel's names; a task model's "bert." prefix is resolved by the loader). lwcl's post-norm
+// block calls the norm after attention norm1 and the one after the MLP norm2.
+inline source map_bert_name(const std::string& lwcl_name) {
+  static const std::map<std::string, std::string> global = {
+      {"wte", "embeddings.word_embeddings.weight"},
+      {"wpe", "embeddings.position_embeddings.weight"},
+      {"wtt", "embeddings.token_type_embeddings.weight"},
+      {"norm_emb.weight", "embeddings.LayerNorm.weight"},
+      {"norm_emb.bias", "embeddings.LayerNorm.bias"}};
+  static const std::map<std::string, std::string> layer = {
+      {"attn.q.weight", "attention.self.query.weight"},   {"attn.q.bias", "attention.self.query.bias"},
+      {"attn.k.weight", "attention.self.key.weight"},     {"attn.k.bias", "attention.self.key.bias"},
+      {"attn.v.weight", "attention.self.value.weight"},   {"attn.v.bias", "attention.self.value.bias"},
+      {"attn.o.weight", "attention.output.dense.weight"}, {"attn.o.bias", "attention.output.dense.bias"},
+      {"norm1.weight", "attention.output.LayerNorm.weight"}, {"norm1.bias", "attention.output.LayerNorm.bias"},
+      {"mlp.fc.weight", "intermediate.dense.weight"},     {"mlp.fc.bias", "intermediate.dense.bias"},
+      {"mlp.proj.weight", "output.dense.weight"},         {"mlp.proj.bias", "output.dense.bias"},
+      {"norm2.weight", "output.LayerNorm.weight"},        {"norm2.bias", "output.LayerNorm.bias"}};
+  if (auto it = global.find(lwcl_name); it != global.end()) return {it->second};
+  if (lwcl_name.rfind("layers.", 0) == 0) {
+    const auto dot = lwcl_name.find('.', 7);
+    if (auto it = layer.find(lwcl_name.substr(dot + 1)); it != layer.end())
+      return {"encoder.layer." + lwcl_name.substr(7, dot - 7) + "." + it->second};
+  }
+  fail("checkpoint: no Hugging Face name for lwcl tensor '", lwcl_name, "' of family bert");
+}
+
 inline source map_name(model::family fam, const std::string& lwcl_name, const model::block_shape* sh) {
+  if (fam == model::family::bert) return map_bert_name(lwcl_name);
   const bool gpt2 = fam == model::family::gpt2;
   if (lwcl_name == "wte") return {gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight"};
   if (lwcl_name == "wpe") return {"transformer.wpe.weight"};
@@ -147,9 +176,124 @@ class tensor_source {
   std::map<std::string, std::size_t> where_;
 };
 
+// The prefix a checkpoint puts before the names map_name gives: BERT task models (BertForMaskedLM,
+// BertForSequenceClassification, ...) nest BertModel's tensors under "bert.".
+inline std::string name_prefix(model::family fam, const tensor_source& src) {
+  if (fam == model::family::bert && !src.contains("embeddings.word_embeddings.weight") &&
+      src.contains("bert.embeddings.word_embeddings.weight"))
+    return "bert.";
+  return "";
+}
+
+// Fills the parameters of net (a transformer or an encoder) from the checkpoint folder `dir`.
+template <class Net>
+void load_weights(Net& net, const std::string& dir) {
+  const auto& cfg = net.config();
+  const auto& layout = net.layout();
+  tensor_source src(dir);
+  const std::string prefix = name_prefix(cfg.fam, src);
+  std::vector<double> staging(static_cast<std::size_t>(layout.numel()), 0.0);
+  std::vector<double> tmp;
+  for (const auto& e : layout.entries()) {
+    auto s = source_for(cfg, e.name);
+    s.name = prefix + s.name;
+    const auto& file = src.file_of(s.name);
+    const auto& info = file.entry(s.name);
+    tmp.resize(static_cast<std::size_t>(info.dims.numel()));
+    file.template read<double>(s.name, info.dims, tmp.data());
+    double* out = staging.data() + e.offset;
+    const index_t n = e.shape.numel();
+    if (e.shape.rank() == 1) {
+      const index_t first = s.first, count = s.count < 0 ? info.dims.numel() : s.count;
+      check(info.dims.rank() == 1 && count == n && first + count <= info.dims[0], "checkpoint: '", s.name, "' has shape ",
+            info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str());
+      for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(first + i)];
+    } else if (!s.transpose) {
+      check(info.dims == e.shape, "checkpoint: '", s.name, "' has shape ", info.dims.str(), ", expected ", e.shape.str(),
+            " for lwcl's '", e.name, "'");
+      for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(i)];
+    } else {
+      // Conv1D (in, out): lwcl's (out_slice, in) is rows [first, first + rows) of the transpose.
+      const index_t rows = e.shape[0], cols = e.shape[1];
+      check(info.dims.rank() == 2 && info.dims[0] == cols && s.first + rows <= info.dims[1], "checkpoint: '", s.name,
+            "' has shape ", info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str(), " transposed");
+      const index_t width = info.dims[1];
+      for (index_t r = 0; r < rows; ++r)
+        for (index_t c = 0; c < cols; ++c) out[r * cols + c] = tmp[static_cast<std::size_t>(c * width + s.first + r)];
+    }
+  }
+  ops::dispatch_float("load_hf_weights", net.type(), [&](auto z) {
+    using T = decltype(z);
+    std::vector<T> host(staging.begin(), staging.end());
+    net.backend().from_host(net.params().data, host.data(), host.size() * sizeof(T));
+  });
+}
+
+// Writes net (a transformer or an encoder) as a checkpoint folder: config.json is `j` (the family's
+// fields) plus head_dim and lwcl_layers, so that uneven pruned layers reload; model.safetensors holds
+// the weights in the net's dtype. Each file goes to a temporary name and is renamed.
+template <class Net>
+void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const auto& cfg = net.config();
+  const auto& layout = net.layout();
+  fs::create_directories(dir);
+  j["head_dim"] = cfg.head_dim;
+  j["torch_dtype"] = net.type() == dtype::f64 ? "float64" : "float32";
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const auto& l : cfg.layers) layers.push_back({{"n_heads", l.n_heads}, {"n_kv_heads", l.n_kv_heads}, {"ffn", l.ffn}});
+  j["lwcl_layers"] = layers;
+
+  // Gather lwcl's tensors into the Hugging Face tensors (fused and transposed where the format wants).
+  struct hf_tensor {
+    lwcl::shape dims;
+    std::vector<char> bytes;
+  };
+  const std::size_t esize = dtype_size(net.type());
+  std::vector<char> params(static_cast<std::size_t>(layout.numel()) * esize);
+  net.backend().to_host(params.data(), net.params().data, params.size());
+  std::map<std::string, hf_tensor> out;
+  for (const auto& e : layout.entries()) {  // first pass: the Hugging Face shapes
+    const auto s = source_for(cfg, e.name);
+    auto& t = out[s.name];
+    if (e.shape.rank() == 1 && s.count >= 0)
+      t.dims = shape{std::max(t.dims.rank() ? t.dims[0] : 0, s.first + s.count)};
+    else if (s.transpose)
+      t.dims = shape{e.shape[1], std::max(t.dims.rank() ? t.dims[1] : 0, s.first + e.shape[0])};
+    else
+      t.dims = e.shape;
+  }
+  for (auto& [name, t] : out) t.bytes.assign(static_cast<std::size_t>(t.dims.numel()) * esize, 0);
+  for (const auto& e : layout.entries()) {  // second pass: the values
+    const auto s = source_for(cfg, e.name);
+    auto& t = out[s.name];
+    const char* src = params.data() + static_cast<std::size_t>(e.offset) * esize;
+    if (s.transpose) {
+      const index_t rows = e.shape[0], cols = e.shape[1], width = t.dims[1];
+      for (index_t r = 0; r < rows; ++r)
+        for (index_t c = 0; c < cols; ++c)
+          std::memcpy(t.bytes.data() + static_cast<std::size_t>(c * width + s.first + r) * esize,
+                      src + static_cast<std::size_t>(r * cols + c) * esize, esize);
+    } else {
+      std::memcpy(t.bytes.data() + static_cast<std::size_t>(s.first) * esize, src, static_cast<std::size_t>(e.shape.numel()) * esize);
+    }
+  }
+  std::vector<safetensors_item> items;
+  for (const auto& [name, t] : out) items.push_back({name, net.type(), t.dims, t.bytes.data()});
+  write_safetensors((fs::path(dir) / "model.safetensors").string(), items, {{"format", "pt"}});
+  const auto cfg_path = (fs::path(dir) / "config.json").string();
+  {
+    std::ofstream f(cfg_path + ".tmp");
+    f << j.dump(2) << '\n';
+    check(f.good(), "save_hf: writing '", cfg_path, ".tmp' failed");
+  }
+  fs::rename(cfg_path + ".tmp", cfg_path);
+}
+
 }  // namespace hf_detail
 
-// Reads <dir>/config.json of a gpt2, llama or qwen2 checkpoint.
+// Reads <dir>/config.json of a gpt2, llama, qwen2 or bert checkpoint (for bert, read_hf_encoder_config
+// also gives the token-type count).
 inline model::model_config read_hf_config(const std::string& dir) {
   using hf_detail::get;
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
@@ -187,8 +331,27 @@ inline model::model_config read_hf_config(const std::string& dir) {
     check(!j.contains("rope_scaling") || j["rope_scaling"].is_null(), "checkpoint: '", path,
           "': rope_scaling is not supported");
     check(!j.value("use_sliding_window", false), "checkpoint: '", path, "': sliding-window attention is not supported");
+  } else if (type == "bert") {
+    c.fam = model::family::bert;
+    c.vocab = get<index_t>(j, "vocab_size", path);
+    c.max_seq = get<index_t>(j, "max_position_embeddings", path);
+    c.d_model = get<index_t>(j, "hidden_size", path);
+    layers = get<index_t>(j, "num_hidden_layers", path);
+    heads = kv = get<index_t>(j, "num_attention_heads", path);
+    ffn = get<index_t>(j, "intermediate_size", path);
+    c.norm_eps = j.value("layer_norm_eps", 1e-12);
+    c.tie_embeddings = false;
+    // transformers' "gelu" is the exact erf GELU; its tanh and sigmoid approximations have other names.
+    const auto act = j.value("hidden_act", std::string("gelu"));
+    check(act == "gelu", "checkpoint: '", path, "': hidden_act '", act,
+          "' is not supported (expected gelu, BERT's exact erf GELU)");
+    const auto pos = j.value("position_embedding_type", std::string("absolute"));
+    check(pos == "absolute", "checkpoint: '", path, "': position_embedding_type '", pos,
+          "' is not supported (expected absolute, learned positions)");
+    check(!j.value("is_decoder", false), "checkpoint: '", path, "': a bert decoder (is_decoder) is not supported");
+    check(j.value("type_vocab_size", index_t{2}) > 0, "checkpoint: '", path, "': type_vocab_size must be positive");
   } else {
-    fail("checkpoint: '", path, "': model_type '", type, "' is not supported here (expected gpt2, llama or qwen2)");
+    fail("checkpoint: '", path, "': model_type '", type, "' is not supported here (expected gpt2, llama, qwen2 or bert)");
   }
   check(heads > 0 && c.d_model % heads == 0, "checkpoint: '", path, "': width ", c.d_model, " is not a multiple of ", heads,
         " heads");
@@ -206,46 +369,30 @@ inline model::model_config read_hf_config(const std::string& dir) {
   return c;
 }
 
+// Reads <dir>/config.json of a bert checkpoint: the model_config of read_hf_config and type_vocab_size
+// (2 when absent, transformers' default).
+inline model::encoder_config read_hf_encoder_config(const std::string& dir) {
+  model::encoder_config e;
+  e.model = read_hf_config(dir);
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  check(e.model.fam == model::family::bert, "checkpoint: '", path, "' holds a ", model::family_name(e.model.fam),
+        " model, expected an encoder (model_type bert)");
+  e.type_vocab = hf_detail::read_json(path).value("type_vocab_size", index_t{2});
+  e.validate();
+  return e;
+}
+
 // Fills net's parameters from the checkpoint folder `dir` (shapes must match net's config).
 template <class Backend>
 void load_hf_weights(model::transformer<Backend>& net, const std::string& dir) {
-  const auto& cfg = net.config();
-  const auto& layout = net.layout();
-  hf_detail::tensor_source src(dir);
-  std::vector<double> staging(static_cast<std::size_t>(layout.numel()), 0.0);
-  std::vector<double> tmp;
-  for (const auto& e : layout.entries()) {
-    const auto s = hf_detail::source_for(cfg, e.name);
-    const auto& file = src.file_of(s.name);
-    const auto& info = file.entry(s.name);
-    tmp.resize(static_cast<std::size_t>(info.dims.numel()));
-    file.template read<double>(s.name, info.dims, tmp.data());
-    double* out = staging.data() + e.offset;
-    const index_t n = e.shape.numel();
-    if (e.shape.rank() == 1) {
-      const index_t first = s.first, count = s.count < 0 ? info.dims.numel() : s.count;
-      check(info.dims.rank() == 1 && count == n && first + count <= info.dims[0], "checkpoint: '", s.name, "' has shape ",
-            info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str());
-      for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(first + i)];
-    } else if (!s.transpose) {
-      check(info.dims == e.shape, "checkpoint: '", s.name, "' has shape ", info.dims.str(), ", expected ", e.shape.str(),
-            " for lwcl's '", e.name, "'");
-      for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(i)];
-    } else {
-      // Conv1D (in, out): lwcl's (out_slice, in) is rows [first, first + rows) of the transpose.
-      const index_t rows = e.shape[0], cols = e.shape[1];
-      check(info.dims.rank() == 2 && info.dims[0] == cols && s.first + rows <= info.dims[1], "checkpoint: '", s.name,
-            "' has shape ", info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str(), " transposed");
-      const index_t width = info.dims[1];
-      for (index_t r = 0; r < rows; ++r)
-        for (index_t c = 0; c < cols; ++c) out[r * cols + c] = tmp[static_cast<std::size_t>(c * width + s.first + r)];
-    }
-  }
-  ops::dispatch_float("load_hf_weights", net.type(), [&](auto z) {
-    using T = decltype(z);
-    std::vector<T> host(staging.begin(), staging.end());
-    net.backend().from_host(net.params().data, host.data(), host.size() * sizeof(T));
-  });
+  hf_detail::load_weights(net, dir);
+}
+
+// Fills an encoder from a BERT checkpoint folder (BertModel names, with or without a task model's
+// "bert." prefix; the pooler and any head are not read).
+template <class Backend>
+void load_hf_weights(model::encoder<Backend>& net, const std::string& dir) {
+  hf_detail::load_weights(net, dir);
 }
 
 // Writes net as a Hugging Face checkpoint folder: config.json (the family's fields, plus head_dim and
@@ -253,10 +400,7 @@ void load_hf_weights(model::transformer<Backend>& net, const std::string& dir) {
 // written to a temporary name and renamed. load_hf_weights reads it back bit for bit.
 template <class Backend>
 void save_hf(const model::transformer<Backend>& net, const std::string& dir) {
-  namespace fs = std::filesystem;
   const auto& cfg = net.config();
-  const auto& layout = net.layout();
-  fs::create_directories(dir);
   const auto& L0 = cfg.layers.front();
   nlohmann::ordered_json j;
   if (cfg.fam == model::family::gpt2) {
@@ -277,56 +421,23 @@ void save_hf(const model::transformer<Backend>& net, const std::string& dir) {
   } else {
     fail("save_hf: family ", model::family_name(cfg.fam), " is not supported (expected gpt2, llama or qwen2)");
   }
-  j["head_dim"] = cfg.head_dim;
-  j["torch_dtype"] = net.type() == dtype::f64 ? "float64" : "float32";
-  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  for (const auto& l : cfg.layers) layers.push_back({{"n_heads", l.n_heads}, {"n_kv_heads", l.n_kv_heads}, {"ffn", l.ffn}});
-  j["lwcl_layers"] = layers;
+  hf_detail::write_folder(net, std::move(j), dir);
+}
 
-  // Gather lwcl's tensors into the Hugging Face tensors (fused and transposed where the format wants).
-  struct hf_tensor {
-    lwcl::shape dims;
-    std::vector<char> bytes;
-  };
-  const std::size_t esize = dtype_size(net.type());
-  std::vector<char> params(static_cast<std::size_t>(layout.numel()) * esize);
-  net.backend().to_host(params.data(), net.params().data, params.size());
-  std::map<std::string, hf_tensor> out;
-  for (const auto& e : layout.entries()) {  // first pass: the Hugging Face shapes
-    const auto s = hf_detail::source_for(cfg, e.name);
-    auto& t = out[s.name];
-    if (e.shape.rank() == 1 && s.count >= 0)
-      t.dims = shape{std::max(t.dims.rank() ? t.dims[0] : 0, s.first + s.count)};
-    else if (s.transpose)
-      t.dims = shape{e.shape[1], std::max(t.dims.rank() ? t.dims[1] : 0, s.first + e.shape[0])};
-    else
-      t.dims = e.shape;
-  }
-  for (auto& [name, t] : out) t.bytes.assign(static_cast<std::size_t>(t.dims.numel()) * esize, 0);
-  for (const auto& e : layout.entries()) {  // second pass: the values
-    const auto s = hf_detail::source_for(cfg, e.name);
-    auto& t = out[s.name];
-    const char* src = params.data() + static_cast<std::size_t>(e.offset) * esize;
-    if (s.transpose) {
-      const index_t rows = e.shape[0], cols = e.shape[1], width = t.dims[1];
-      for (index_t r = 0; r < rows; ++r)
-        for (index_t c = 0; c < cols; ++c)
-          std::memcpy(t.bytes.data() + static_cast<std::size_t>(c * width + s.first + r) * esize,
-                      src + static_cast<std::size_t>(r * cols + c) * esize, esize);
-    } else {
-      std::memcpy(t.bytes.data() + static_cast<std::size_t>(s.first) * esize, src, static_cast<std::size_t>(e.shape.numel()) * esize);
-    }
-  }
-  std::vector<safetensors_item> items;
-  for (const auto& [name, t] : out) items.push_back({name, net.type(), t.dims, t.bytes.data()});
-  write_safetensors((fs::path(dir) / "model.safetensors").string(), items, {{"format", "pt"}});
-  const auto cfg_path = (fs::path(dir) / "config.json").string();
-  {
-    std::ofstream f(cfg_path + ".tmp");
-    f << j.dump(2) << '\n';
-    check(f.good(), "save_hf: writing '", cfg_path, ".tmp' failed");
-  }
-  fs::rename(cfg_path + ".tmp", cfg_path);
+// Writes an encoder as a BertModel checkpoint folder (no pooler: lwcl does not use it), the same way.
+template <class Backend>
+void save_hf(const model::encoder<Backend>& net, const std::string& dir) {
+  const auto& cfg = net.config();
+  const auto& L0 = cfg.layers.front();
+  for (const auto& l : cfg.layers)
+    check(l.n_kv_heads == l.n_heads, "save_hf: bert layers need as many KV heads as query heads");
+  nlohmann::ordered_json j = {
+      {"architectures", {"BertModel"}}, {"model_type", "bert"}, {"vocab_size", cfg.vocab},
+      {"max_position_embeddings", cfg.max_seq}, {"type_vocab_size", net.type_vocab()}, {"hidden_size", cfg.d_model},
+      {"num_hidden_layers", cfg.n_layers()}, {"num_attention_heads", L0.n_heads}, {"intermediate_size", L0.ffn},
+      {"hidden_act", "gelu"}, {"layer_norm_eps", cfg.norm_eps}, {"position_embedding_type", "absolute"},
+      {"hidden_dropout_prob", 0.0}, {"attention_probs_dropout_prob", 0.0}};
+  hf_detail::write_folder(net, std::move(j), dir);
 }
 
 }  // namespace lwcl::checkpoint

@@ -51,11 +51,23 @@ inline bool parse_safetensors_dtype(std::string_view s, dtype& out) {
   return false;
 }
 
+// Element sizes of the integer and boolean dtypes lwcl has no tensor type for (0: not one of them).
+// Checkpoints carry such tensors next to the weights (BERT's I64 position_ids buffer, for one); they
+// are validated like any tensor but never read.
+inline std::size_t safetensors_skipped_dtype_size(std::string_view s) {
+  if (s == "I64" || s == "U64") return 8;
+  if (s == "U32") return 4;
+  if (s == "I16" || s == "U16") return 2;
+  if (s == "I8" || s == "U8" || s == "BOOL") return 1;
+  return 0;
+}
+
 struct safetensors_entry {
   std::string name;
-  lwcl::dtype type;
+  lwcl::dtype type = lwcl::dtype::f32;  // meaningless when `skipped` is set
   lwcl::shape dims;
   std::size_t begin = 0, end = 0;  // byte offsets inside the data area
+  std::string skipped;             // the safetensors dtype (I64, U8, BOOL, ...) of a tensor lwcl does not read
 };
 
 // A read-only, memory-mapped safetensors file. Construction validates the whole header; afterwards
@@ -112,6 +124,8 @@ class safetensors_file {
   void read(const std::string& name, const shape& want, T* out) const {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "safetensors_file::read: T is float or double");
     const auto& e = entry(name);
+    check(e.skipped.empty(), "safetensors: tensor '", name, "' in '", path_, "' has dtype ", e.skipped,
+          ", expected a float type");
     check(e.dims == want, "safetensors: tensor '", name, "' in '", path_, "' has shape ", e.dims.str(), ", expected ", want.str());
     const unsigned char* p = bytes(name);
     const auto n = static_cast<std::size_t>(e.dims.numel());
@@ -186,8 +200,14 @@ class safetensors_file {
       e.name = name;
       check(v["dtype"].is_string(), "safetensors: '", path_, "': tensor '", name, "' has a non-string dtype");
       const std::string dt = v["dtype"].get<std::string>();
-      check(parse_safetensors_dtype(dt, e.type), "safetensors: '", path_, "': tensor '", name, "' has unknown dtype '", dt,
-            "' (expected F32, F64, BF16, F16 or I32)");
+      std::size_t esize = 0;
+      if (parse_safetensors_dtype(dt, e.type)) {
+        esize = dtype_size(e.type);
+      } else if ((esize = safetensors_skipped_dtype_size(dt)) > 0) {
+        e.skipped = dt;
+      }
+      check(esize > 0, "safetensors: '", path_, "': tensor '", name, "' has unknown dtype '", dt,
+            "' (expected F32, F64, BF16, F16 or I32, or an integer or BOOL tensor to skip)");
       check(v["shape"].is_array() && v["shape"].size() <= static_cast<std::size_t>(shape::max_rank), "safetensors: '",
             path_, "': tensor '", name, "' has a malformed shape");
       for (const auto& d : v["shape"]) {
@@ -202,9 +222,9 @@ class safetensors_file {
       e.end = off[1].get<std::size_t>();
       check(e.begin <= e.end && e.end <= data_size, "safetensors: '", path_, "': tensor '", name, "' has data_offsets [",
             e.begin, ", ", e.end, "] outside the ", data_size, "-byte data area");
-      const std::size_t want = static_cast<std::size_t>(e.dims.numel()) * dtype_size(e.type);
+      const std::size_t want = static_cast<std::size_t>(e.dims.numel()) * esize;
       check(e.end - e.begin == want, "safetensors: '", path_, "': tensor '", name, "' spans ", e.end - e.begin,
-            " bytes, but ", dtype_name(e.type), e.dims.str(), " needs ", want);
+            " bytes, but ", e.skipped.empty() ? dtype_name(e.type) : std::string_view(e.skipped), e.dims.str(), " needs ", want);
       index_[name] = entries_.size();
       entries_.push_back(std::move(e));
     }
