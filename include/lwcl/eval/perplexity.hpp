@@ -39,13 +39,15 @@ perplexity_result perplexity(model::transformer<Backend>& net, const std::vector
         net.config().max_seq, "] (the model's max_seq)");
   check(stride >= 1 && stride <= seq_len, "perplexity: stride ", stride, " must be in [1, seq_len = ", seq_len, "]");
   check(ids.size() >= 2, "perplexity: need at least 2 tokens, got ", ids.size());
-  static_assert(!Backend::is_device, "perplexity: host tokens; a device version copies windows to the backend first");
   perplexity_result r;
   r.seq_len = seq_len;
   r.stride = stride;
   r.split = std::move(split);
   const auto n = static_cast<index_t>(ids.size());
   std::vector<std::int32_t> inp, tgt;
+  // Each window is copied into backend memory (a plain copy on the host backend).
+  auto& be = net.backend();
+  buffer<Backend> dinp(be, static_cast<std::size_t>(seq_len) * sizeof(std::int32_t)), dtgt(be, dinp.bytes());
   for (index_t lo = 1; lo < n; lo += stride) {  // this window scores target positions [lo, hi)
     const index_t hi = std::min(lo + stride, n);
     const index_t start = std::max<index_t>(0, hi - 1 - seq_len);  // inputs [start, hi - 1) predict [start + 1, hi)
@@ -55,7 +57,9 @@ perplexity_result perplexity(model::transformer<Backend>& net, const std::vector
     for (index_t t = 0; t < len; ++t)
       if (start + t + 1 >= lo) tgt[static_cast<std::size_t>(t)] = ids[static_cast<std::size_t>(start + t + 1)];
     const index_t count = hi - lo;
-    const double mean = net.forward(tensor(inp.data(), {1, len}), tensor(tgt.data(), {1, len}));
+    be.from_host(dinp.data(), inp.data(), inp.size() * sizeof(std::int32_t));
+    be.from_host(dtgt.data(), tgt.data(), tgt.size() * sizeof(std::int32_t));
+    const double mean = net.forward(tensor(dinp.data(), dtype::i32, {1, len}), tensor(dtgt.data(), dtype::i32, {1, len}));
     check(std::isfinite(mean), "perplexity: non-finite loss in the window scoring tokens [", lo, ", ", hi, ")");
     r.nll_sum += mean * static_cast<double>(count);
     r.tokens += count;

@@ -1,0 +1,110 @@
+// eval_model: perplexity of a checkpoint folder (config.json, model.safetensors and the tokenizer:
+// vocab.json + merges.txt or tokenizer.json) on a text file, printed with its protocol. With
+// --dump-logits FILE it also writes the logits of the first sequence, so that another system's logits
+// for the same token ids can be compared (format in docs/file-formats.md; tools/compare_logits.py).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/eval/perplexity.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/tokenizer/byte_bpe.hpp"
+
+using namespace lwcl;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), "eval_model: cannot read '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+tokenizer::byte_bpe load_tokenizer(const std::filesystem::path& dir) {
+  if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt"))
+    return tokenizer::byte_bpe::from_files((dir / "vocab.json").string(), (dir / "merges.txt").string());
+  if (std::filesystem::exists(dir / "tokenizer.json")) return tokenizer::byte_bpe::from_tokenizer_json((dir / "tokenizer.json").string());
+  fail("eval_model: '", dir.string(), "' has no tokenizer (expected vocab.json + merges.txt, or tokenizer.json)");
+}
+
+// Logits dump: a 32-byte header, then the T input token ids (int32), then T x V float32 logits, row
+// major, all little-endian. Header: magic "LWCLLGT1", uint32 version 1, uint32 dtype 0 (float32),
+// int64 T, int64 V.
+void dump_logits(const std::string& path, const std::vector<std::int32_t>& ids, const float* logits, index_t V) {
+  const auto T = static_cast<std::int64_t>(ids.size());
+  const std::int64_t v = V;
+  const std::uint32_t version = 1, type = 0;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write("LWCLLGT1", 8);
+    f.write(reinterpret_cast<const char*>(&version), 4);
+    f.write(reinterpret_cast<const char*>(&type), 4);
+    f.write(reinterpret_cast<const char*>(&T), 8);
+    f.write(reinterpret_cast<const char*>(&v), 8);
+    f.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(std::int32_t)));
+    f.write(reinterpret_cast<const char*>(logits), static_cast<std::streamsize>(T * v * static_cast<std::int64_t>(sizeof(float))));
+    f.flush();
+    check(f.good(), "eval_model: writing '", tmp, "' failed");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lwcl eval_model: perplexity of a checkpoint on a text file, with its protocol"};
+  std::string model_dir, text_path, dump, split = "-";
+  int seq_len = 0, stride = 0;
+  app.add_option("model", model_dir, "checkpoint folder (config.json, model.safetensors, tokenizer)")->required();
+  app.add_option("text", text_path, "UTF-8 text file to score")->required()->check(CLI::ExistingFile);
+  app.add_option("--seq-len", seq_len, "tokens of context per window (default: the model's max_seq)")->check(CLI::PositiveNumber);
+  app.add_option("--stride", stride, "targets scored per window (default: seq_len / 2)")->check(CLI::PositiveNumber);
+  app.add_option("--split", split, "name printed in the protocol (e.g. validation)");
+  app.add_option("--dump-logits", dump, "write the first sequence's logits (raw float32 with a header) to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    namespace fs = std::filesystem;
+    const auto cfg = checkpoint::read_hf_config(model_dir);
+    backend::cpu be;
+    model::transformer<backend::cpu> net(be, cfg, dtype::f32);
+    checkpoint::load_hf_weights(net, model_dir);
+    const auto tok = load_tokenizer(model_dir);
+    const auto ids = tok.encode(read_text(text_path));
+    check(ids.size() >= 2, "eval_model: '", text_path, "' gives ", ids.size(), " tokens, need at least 2");
+    for (auto id : ids)
+      check(id >= 0 && id < cfg.vocab, "eval_model: the tokenizer produced id ", id, " outside the model's vocabulary of ",
+            cfg.vocab);
+    const index_t L = seq_len ? seq_len : cfg.max_seq;
+    const index_t S = stride ? stride : std::max<index_t>(1, L / 2);
+    std::printf("eval_model: %s, %lld layers, %lld parameters; %s: %zu bytes -> %zu tokens\n",
+                std::string(model::family_name(cfg.fam)).c_str(), static_cast<long long>(cfg.n_layers()),
+                static_cast<long long>(net.num_parameters()), text_path.c_str(), static_cast<std::size_t>(fs::file_size(text_path)),
+                ids.size());
+    const auto r = eval::perplexity(net, ids, L, S, split);
+    std::printf("perplexity %.4f  (mean nll %.5f nats/token; %s)\n", r.perplexity(), r.mean_nll(), r.protocol().c_str());
+
+    if (!dump.empty()) {
+      const index_t T = std::min<index_t>(L, static_cast<index_t>(ids.size()));
+      const std::vector<std::int32_t> first(ids.begin(), ids.begin() + T);
+      const tensor logits = net.forward_logits(tensor(first.data(), {1, T}));
+      dump_logits(dump, first, static_cast<const float*>(logits.data), cfg.vocab);
+      std::printf("eval_model: wrote logits of the first %lld tokens (%lld x %lld float32) to %s\n", static_cast<long long>(T),
+                  static_cast<long long>(T), static_cast<long long>(cfg.vocab), dump.c_str());
+    }
+    return 0;
+  } catch (const lwcl::error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
