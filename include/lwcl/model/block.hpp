@@ -53,6 +53,7 @@ inline void add_block_params(tensor_layout& layout, const std::string& p, const 
     layout.add(p + "mlp.gate.weight", {s.F, s.C});
     layout.add(p + "mlp.up.weight", {s.F, s.C});
     layout.add(p + "mlp.down.weight", {s.C, s.F});
+    if (tr.out_bias) layout.add(p + "mlp.down.bias", {s.C});
   } else {
     layout.add(p + "mlp.fc.weight", {s.F, s.C});
     if (tr.out_bias) layout.add(p + "mlp.fc.bias", {s.F});
@@ -86,6 +87,7 @@ inline block_weights bind_block(const tensor_layout& layout, const std::string& 
     w.fc_w = get("mlp.gate.weight");
     w.up_w = get("mlp.up.weight");
     w.proj_w = get("mlp.down.weight");
+    w.proj_b = get("mlp.down.bias");
   } else {
     w.fc_w = get("mlp.fc.weight");
     w.fc_b = get("mlp.fc.bias");
@@ -206,7 +208,7 @@ void mlp_forward(Backend& be, const block_shape& sh, const block_weights& w, blo
   if (sh.tr.gated_mlp) {
     ops::linear_forward(be, a.g, inp, w.up_w, tensor());
     ops::swiglu_forward(be, a.s, a.f, a.g);
-    ops::linear_forward(be, out, a.s, w.proj_w, tensor());
+    ops::linear_forward(be, out, a.s, w.proj_w, w.proj_b);
   } else {
     ops::gelu_forward(be, a.g, a.f, gelu_of(sh));
     ops::linear_forward(be, out, a.g, w.proj_w, w.proj_b);
@@ -221,7 +223,7 @@ void mlp_backward(Backend& be, const block_shape& sh, const block_weights& w, bl
   be.fill_zero(g.g.data, g.g.bytes());
   if (sh.tr.gated_mlp) {
     be.fill_zero(g.s.data, g.s.bytes());
-    ops::linear_backward(be, g.s, dw.proj_w, tensor(), dout, a.s, w.proj_w);
+    ops::linear_backward(be, g.s, dw.proj_w, dw.proj_b, dout, a.s, w.proj_w);
     ops::swiglu_backward(be, g.f, g.g, g.s, a.f, a.g);
     ops::linear_backward(be, dinp, dw.fc_w, tensor(), g.f, inp, w.fc_w);
     ops::linear_backward(be, dinp, dw.up_w, tensor(), g.g, inp, w.up_w);

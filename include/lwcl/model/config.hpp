@@ -66,9 +66,16 @@ struct model_config {
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   bool tie_embeddings = true;  // LM head shares the token embedding (gpt2); llama/qwen2 usually untied
+  // A bias on the attention output and MLP output projections even where the family has none
+  // (llama, qwen2): pruning with bias compensation (FLAP) folds removed channels' mean output into it.
+  bool output_bias = false;
   std::vector<layer_config> layers;
 
-  family_traits traits() const { return traits_of(fam); }
+  family_traits traits() const {
+    auto t = traits_of(fam);
+    if (output_bias) t.out_bias = true;
+    return t;
+  }
   index_t n_layers() const { return static_cast<index_t>(layers.size()); }
 
   // A homogeneous config: every layer with the same widths.

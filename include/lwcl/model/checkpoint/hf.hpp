@@ -119,7 +119,8 @@ inline source map_name(model::family fam, const std::string& lwcl_name, const mo
         {"attn.k.weight", "self_attn.k_proj.weight"},  {"attn.k.bias", "self_attn.k_proj.bias"},
         {"attn.v.weight", "self_attn.v_proj.weight"},  {"attn.v.bias", "self_attn.v_proj.bias"},
         {"attn.o.weight", "self_attn.o_proj.weight"},  {"mlp.gate.weight", "mlp.gate_proj.weight"},
-        {"mlp.up.weight", "mlp.up_proj.weight"},        {"mlp.down.weight", "mlp.down_proj.weight"}};
+        {"mlp.up.weight", "mlp.up_proj.weight"},        {"mlp.down.weight", "mlp.down_proj.weight"},
+        {"attn.o.bias", "self_attn.o_proj.bias"},      {"mlp.down.bias", "mlp.down_proj.bias"}};
     auto it = names.find(p);
     if (it != names.end()) return {h + it->second};
   }
@@ -243,6 +244,7 @@ void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& d
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const auto& l : cfg.layers) layers.push_back({{"n_heads", l.n_heads}, {"n_kv_heads", l.n_kv_heads}, {"ffn", l.ffn}});
   j["lwcl_layers"] = layers;
+  if (cfg.output_bias) j["lwcl_output_bias"] = true;
 
   // Gather lwcl's tensors into the Hugging Face tensors (fused and transposed where the format wants).
   struct hf_tensor {
@@ -365,6 +367,7 @@ inline model::model_config read_hf_config(const std::string& dir) {
       c.layers[i] = model::layer_config{get<index_t>(L[i], "n_heads", path), get<index_t>(L[i], "n_kv_heads", path),
                                         get<index_t>(L[i], "ffn", path)};
   }
+  c.output_bias = j.value("lwcl_output_bias", false);
   c.validate();
   return c;
 }
