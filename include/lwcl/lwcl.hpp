@@ -40,6 +40,7 @@
 #include "lwcl/optim/clip.hpp"
 #include "lwcl/optim/schedule.hpp"
 #include "lwcl/policies/keys.hpp"
+#include "lwcl/prune/allocate.hpp"
 #include "lwcl/prune/plan.hpp"
 #include "lwcl/prune/surgery.hpp"
 #include "lwcl/tensor/arena.hpp"

@@ -1,0 +1,181 @@
+#pragma once
+// Allocation: turns a criterion's group scores into a prune_plan. Uniform removes the same fraction of
+// groups from every layer; global ranks the groups of all layers together (adaptive widths, as FLAP
+// does with its standardised scores), with guards that keep at least one KV group (with its query
+// heads) and one FFN channel in every layer. Whole layers are removed by their layer scores.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "lwcl/prune/plan.hpp"
+
+namespace lwcl::prune {
+
+enum class head_mode {
+  kv_groups,    // remove whole KV groups (a KV head with all its query heads); MHA: single heads
+  query_heads,  // keep every KV group, remove the same number of query heads inside each
+};
+
+struct allocation {
+  granularity gran = granularity::heads_and_ffn;
+  double ratio = 0.5;  // fraction of the chosen groups removed: KV groups or query heads, FFN channels, layers
+  bool global = false;
+  head_mode heads = head_mode::kv_groups;
+
+  void validate() const {
+    check(std::isfinite(ratio) && ratio >= 0 && ratio < 1, "prune allocation: ratio ", ratio,
+          " is outside [0, 1) (the fraction of groups to remove)");
+    check(!(global && heads == head_mode::query_heads), "prune allocation: a global ranking removes whole KV groups; "
+          "query_heads mode needs the uniform allocation");
+  }
+};
+
+namespace detail {
+
+// Indices of the `keep` highest scores, ascending; ties keep the lower index.
+inline std::vector<index_t> top_k(const std::vector<double>& s, index_t keep) {
+  std::vector<index_t> idx(s.size());
+  std::iota(idx.begin(), idx.end(), index_t{0});
+  std::stable_sort(idx.begin(), idx.end(), [&](index_t a, index_t b) {
+    return s[static_cast<std::size_t>(a)] > s[static_cast<std::size_t>(b)];
+  });
+  idx.resize(static_cast<std::size_t>(keep));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+inline index_t removed_count(double ratio, index_t n) { return static_cast<index_t>(std::llround(ratio * static_cast<double>(n))); }
+
+inline void expect_scores(const std::vector<double>& s, index_t n, std::size_t layer, const char* what) {
+  check(static_cast<index_t>(s.size()) == n, "prune allocation: layer ", layer, " has ", s.size(), " ", what,
+        " scores, expected ", n);
+  for (double v : s) check(std::isfinite(v), "prune allocation: layer ", layer, " has a non-finite ", what, " score");
+}
+
+// Every query head of the kept KV groups.
+inline std::vector<index_t> heads_of_groups(const std::vector<index_t>& groups, index_t r) {
+  std::vector<index_t> h;
+  for (index_t g : groups)
+    for (index_t i = 0; i < r; ++i) h.push_back(g * r + i);
+  return h;
+}
+
+}  // namespace detail
+
+inline prune_plan allocate(const model::model_config& cfg, const group_scores& scores, const allocation& a) {
+  a.validate();
+  check(scores.layers.size() == cfg.layers.size(), "prune allocation: scores cover ", scores.layers.size(),
+        " layers, the model has ", cfg.layers.size());
+  prune_plan plan = keep_all(cfg);
+  const bool do_heads = a.gran == granularity::heads || a.gran == granularity::heads_and_ffn;
+  const bool do_ffn = a.gran == granularity::ffn || a.gran == granularity::heads_and_ffn;
+  const std::size_t L = cfg.layers.size();
+
+  if (a.gran == granularity::layers) {
+    std::vector<double> s(L);
+    for (std::size_t l = 0; l < L; ++l) {
+      check(std::isfinite(scores.layers[l].layer), "prune allocation: layer ", l, " has a non-finite layer score");
+      s[l] = scores.layers[l].layer;
+    }
+    const index_t remove = detail::removed_count(a.ratio, static_cast<index_t>(L));
+    check(remove < static_cast<index_t>(L), "prune allocation: ratio ", a.ratio, " would remove all ", L, " layers");
+    const auto keep = detail::top_k(s, static_cast<index_t>(L) - remove);
+    for (std::size_t l = 0; l < L; ++l) plan.layers[l].removed = !std::binary_search(keep.begin(), keep.end(), static_cast<index_t>(l));
+    return plan;
+  }
+
+  for (std::size_t l = 0; l < L; ++l) {
+    const auto& c = cfg.layers[l];
+    if (do_heads) {
+      if (a.heads == head_mode::query_heads) detail::expect_scores(scores.layers[l].heads, c.n_heads, l, "query-head");
+      else detail::expect_scores(scores.layers[l].kv_groups, c.n_kv_heads, l, "KV-group");
+    }
+    if (do_ffn) detail::expect_scores(scores.layers[l].ffn, c.ffn, l, "FFN-channel");
+  }
+
+  if (!a.global) {
+    for (std::size_t l = 0; l < L; ++l) {
+      const auto& c = cfg.layers[l];
+      auto& lp = plan.layers[l];
+      const index_t r = c.n_heads / c.n_kv_heads;
+      if (do_heads && a.heads == head_mode::kv_groups) {
+        const index_t remove = detail::removed_count(a.ratio, c.n_kv_heads);
+        check(remove < c.n_kv_heads, "prune allocation: ratio ", a.ratio, " would leave layer ", l, " with no KV group (it has ",
+              c.n_kv_heads, "); lower the ratio or remove whole layers");
+        lp.kv_heads = detail::top_k(scores.layers[l].kv_groups, c.n_kv_heads - remove);
+        lp.heads = detail::heads_of_groups(lp.kv_heads, r);
+      } else if (do_heads) {
+        const index_t remove = detail::removed_count(a.ratio, r);
+        check(remove < r, "prune allocation: ratio ", a.ratio, " would leave layer ", l,
+              "'s KV groups with no query heads (each has ", r, ")");
+        lp.heads.clear();
+        for (index_t g = 0; g < c.n_kv_heads; ++g) {
+          const std::vector<double> sg(scores.layers[l].heads.begin() + g * r, scores.layers[l].heads.begin() + (g + 1) * r);
+          for (index_t h : detail::top_k(sg, r - remove)) lp.heads.push_back(g * r + h);
+        }
+      }
+      if (do_ffn) {
+        const index_t remove = detail::removed_count(a.ratio, c.ffn);
+        check(remove < c.ffn, "prune allocation: ratio ", a.ratio, " would leave layer ", l, " with no FFN channel");
+        lp.ffn = detail::top_k(scores.layers[l].ffn, c.ffn - remove);
+      }
+    }
+    return plan;
+  }
+
+  // Global: pool each structure type over the layers and remove the lowest-scored fraction, skipping a
+  // group whose removal would empty its layer.
+  auto global_keep = [&](auto&& scores_of, auto&& count_of) {
+    struct item {
+      double s;
+      std::size_t layer;
+      index_t idx;
+    };
+    std::vector<item> all;
+    index_t total = 0;
+    for (std::size_t l = 0; l < L; ++l) {
+      const auto& s = scores_of(l);
+      for (std::size_t i = 0; i < s.size(); ++i) all.push_back({s[i], l, static_cast<index_t>(i)});
+      total += count_of(l);
+    }
+    std::stable_sort(all.begin(), all.end(), [](const item& x, const item& y) { return x.s < y.s; });
+    std::vector<std::vector<char>> kept(L);
+    std::vector<index_t> left(L);
+    for (std::size_t l = 0; l < L; ++l) {
+      kept[l].assign(static_cast<std::size_t>(count_of(l)), 1);
+      left[l] = count_of(l);
+    }
+    index_t remove = detail::removed_count(a.ratio, total);
+    for (const auto& it : all) {
+      if (remove == 0) break;
+      if (left[it.layer] <= 1) continue;  // guard: one group stays in every layer
+      kept[it.layer][static_cast<std::size_t>(it.idx)] = 0;
+      --left[it.layer];
+      --remove;
+    }
+    std::vector<std::vector<index_t>> out(L);
+    for (std::size_t l = 0; l < L; ++l)
+      for (std::size_t i = 0; i < kept[l].size(); ++i)
+        if (kept[l][i]) out[l].push_back(static_cast<index_t>(i));
+    return out;
+  };
+  if (do_heads) {
+    const auto keep = global_keep([&](std::size_t l) -> const std::vector<double>& { return scores.layers[l].kv_groups; },
+                                  [&](std::size_t l) { return cfg.layers[l].n_kv_heads; });
+    for (std::size_t l = 0; l < L; ++l) {
+      plan.layers[l].kv_heads = keep[l];
+      plan.layers[l].heads = detail::heads_of_groups(keep[l], cfg.layers[l].n_heads / cfg.layers[l].n_kv_heads);
+    }
+  }
+  if (do_ffn) {
+    const auto keep = global_keep([&](std::size_t l) -> const std::vector<double>& { return scores.layers[l].ffn; },
+                                  [&](std::size_t l) { return cfg.layers[l].ffn; });
+    for (std::size_t l = 0; l < L; ++l) plan.layers[l].ffn = keep[l];
+  }
+  return plan;
+}
+
+}  // namespace lwcl::prune

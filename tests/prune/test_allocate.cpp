@@ -1,0 +1,136 @@
+// Allocation (prune/allocate.hpp): uniform and global rankings pick the lowest-scored groups, GQA
+// groups go whole or keep equal query heads per group, guards keep every layer usable, and bad
+// ratios are refused with lwcl::error.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "lwcl/prune/allocate.hpp"
+
+using namespace lwcl;
+
+namespace {
+
+// 2 layers, 8 query heads / 2 KV heads, FFN 6.
+model::model_config gqa() { return model::model_config::uniform(model::family::llama, 50, 32, 32, 2, 8, 2, 6); }
+
+prune::group_scores scores_for(const model::model_config& cfg) {
+  prune::group_scores s;
+  s.layers.resize(cfg.layers.size());
+  s.layers[0].heads = {5, 1, 7, 3, 2, 8, 4, 6};
+  s.layers[0].kv_groups = {1.0, 2.0};
+  s.layers[0].ffn = {0.3, 0.1, 0.9, 0.5, 0.2, 0.8};
+  s.layers[0].layer = 3;
+  s.layers[1].heads = {1, 2, 3, 4, 9, 8, 7, 6};
+  s.layers[1].kv_groups = {5.0, 0.5};
+  s.layers[1].ffn = {4, 5, 6, 0.01, 0.02, 0.03};
+  s.layers[1].layer = 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("uniform allocation removes the lowest-scored groups of every layer") {
+  const auto cfg = gqa();
+  const auto s = scores_for(cfg);
+  prune::allocation a;
+  a.ratio = 0.5;
+  const auto p = prune::allocate(cfg, s, a);
+  prune::validate_plan(cfg, p);
+  CHECK(p.layers[0].kv_heads == std::vector<index_t>{1});
+  CHECK(p.layers[0].heads == std::vector<index_t>{4, 5, 6, 7});
+  CHECK(p.layers[0].ffn == std::vector<index_t>{2, 3, 5});
+  CHECK(p.layers[1].kv_heads == std::vector<index_t>{0});
+  CHECK(p.layers[1].heads == std::vector<index_t>{0, 1, 2, 3});
+  CHECK(p.layers[1].ffn == std::vector<index_t>{0, 1, 2});
+  // The resulting model: half the heads and channels in every layer.
+  const auto pc = prune::pruned_config(cfg, p);
+  CHECK(pc.layers[0].n_heads == 4);
+  CHECK(pc.layers[0].n_kv_heads == 1);
+  CHECK(pc.layers[1].ffn == 3);
+}
+
+TEST_CASE("query_heads mode keeps every KV group and the same number of query heads in each") {
+  const auto cfg = gqa();
+  prune::allocation a;
+  a.gran = prune::granularity::heads;
+  a.heads = prune::head_mode::query_heads;
+  a.ratio = 0.5;
+  const auto p = prune::allocate(cfg, scores_for(cfg), a);
+  prune::validate_plan(cfg, p);
+  CHECK(p.layers[0].kv_heads == std::vector<index_t>{0, 1});
+  CHECK(p.layers[0].heads == std::vector<index_t>{0, 2, 5, 7});  // group 0: scores 5,1,7,3; group 1: 2,8,4,6
+  CHECK(p.layers[1].heads == std::vector<index_t>{2, 3, 4, 5});
+  CHECK(p.layers[0].ffn.size() == 6);  // heads only
+}
+
+TEST_CASE("global allocation ranks across layers and keeps one group per layer") {
+  const auto cfg = gqa();
+  prune::allocation a;
+  a.gran = prune::granularity::ffn;
+  a.global = true;
+  a.ratio = 0.5;  // 6 of 12 channels: layer 1's three tiny ones, then layer 0's 0.1, 0.2, 0.3
+  auto p = prune::allocate(cfg, scores_for(cfg), a);
+  CHECK(p.layers[0].ffn == std::vector<index_t>{2, 3, 5});
+  CHECK(p.layers[1].ffn == std::vector<index_t>{0, 1, 2});
+  // Heads: KV groups scored 1, 2 | 5, 0.5; removing 2 of 4 takes layer 1's group 1 and layer 0's group 0.
+  a.gran = prune::granularity::heads;
+  p = prune::allocate(cfg, scores_for(cfg), a);
+  CHECK(p.layers[0].kv_heads == std::vector<index_t>{1});
+  CHECK(p.layers[1].kv_heads == std::vector<index_t>{0});
+  // Guard: 0.75 of the groups would empty layer 0 (scores 1 and 2 are the lowest after 0.5); it keeps one.
+  a.ratio = 0.75;
+  p = prune::allocate(cfg, scores_for(cfg), a);
+  prune::validate_plan(cfg, p);
+  CHECK(p.layers[0].kv_heads.size() == 1);
+  CHECK(p.layers[1].kv_heads.size() == 1);
+}
+
+TEST_CASE("layer granularity removes the lowest-scored layers") {
+  auto cfg = gqa();
+  cfg.layers.resize(4, cfg.layers[0]);
+  auto s = scores_for(gqa());
+  s.layers.resize(4);
+  s.layers[2].layer = 0.5;
+  s.layers[3].layer = 2;
+  prune::allocation a;
+  a.gran = prune::granularity::layers;
+  a.ratio = 0.5;
+  const auto p = prune::allocate(cfg, s, a);
+  CHECK(!p.layers[0].removed);
+  CHECK(p.layers[1].removed);
+  CHECK(p.layers[2].removed);
+  CHECK(!p.layers[3].removed);
+  CHECK(prune::pruned_config(cfg, p).n_layers() == 2);
+}
+
+TEST_CASE("bad allocations raise lwcl::error") {
+  const auto cfg = gqa();
+  const auto s = scores_for(cfg);
+  prune::allocation a;
+  SUBCASE("ratio outside [0, 1)") {
+    for (double r : {-0.1, 1.0, 1.5}) {
+      a.ratio = r;
+      CHECK_THROWS_WITH_AS(prune::allocate(cfg, s, a), doctest::Contains("is outside [0, 1)"), lwcl::error);
+    }
+  }
+  SUBCASE("a per-layer ratio that leaves a layer without KV groups") {
+    a.ratio = 0.8;  // round(0.8 * 2) = 2 of 2 KV groups
+    CHECK_THROWS_WITH_AS(prune::allocate(cfg, s, a), doctest::Contains("would leave layer 0 with no KV group"), lwcl::error);
+  }
+  SUBCASE("scores of the wrong size, or not finite") {
+    auto bad = s;
+    bad.layers[1].ffn.pop_back();
+    CHECK_THROWS_WITH_AS(prune::allocate(cfg, bad, a), doctest::Contains("layer 1 has 5 FFN-channel scores, expected 6"),
+                         lwcl::error);
+    bad = s;
+    bad.layers[0].kv_groups[0] = std::nan("");
+    CHECK_THROWS_WITH_AS(prune::allocate(cfg, bad, a), doctest::Contains("non-finite KV-group score"), lwcl::error);
+  }
+  SUBCASE("global ranking with query_heads mode") {
+    a.global = true;
+    a.heads = prune::head_mode::query_heads;
+    CHECK_THROWS_WITH_AS(prune::allocate(cfg, s, a), doctest::Contains("query_heads mode needs the uniform allocation"),
+                         lwcl::error);
+  }
+}
