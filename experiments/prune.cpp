@@ -1,0 +1,248 @@
+// prune: structured pruning of a checkpoint with one criterion, granularity and ratio, without
+// recovery. Gathers calibration statistics (and local gradients for Taylor) in one streaming pass over
+// training batches, scores the groups, allocates (uniform or global), cuts a smaller dense model
+// (FLAP with bias compensation), and writes it with the tokenizer plus summary.json: per-layer widths,
+// parameters and FLOPs per token before and after, and validation perplexity before and after with
+// its protocol.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/core/timer.hpp"
+#include "lwcl/data/loader.hpp"
+#include "lwcl/eval/perplexity.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/policies/pruning/activation.hpp"
+#include "lwcl/policies/pruning/block_influence.hpp"
+#include "lwcl/policies/pruning/flap.hpp"
+#include "lwcl/policies/pruning/magnitude.hpp"
+#include "lwcl/policies/pruning/random.hpp"
+#include "lwcl/policies/pruning/taylor.hpp"
+#include "lwcl/policies/pruning/wanda_sp.hpp"
+#include "lwcl/prune/allocate.hpp"
+#include "lwcl/prune/layer_collapse.hpp"
+#include "lwcl/prune/local_gradients.hpp"
+#include "lwcl/prune/stats.hpp"
+#include "lwcl/prune/surgery.hpp"
+
+using namespace lwcl;
+namespace pp = lwcl::policies::pruning;
+
+namespace {
+
+using net_t = model::transformer<backend::cpu>;
+
+// Calls f with the criterion policy called `name`.
+template <class F>
+void with_criterion(const std::string& name, std::uint64_t seed, F&& f) {
+  if (name == "random") return f(pp::random{seed});
+  if (name == "magnitude_l1") return f(pp::magnitude_l1{});
+  if (name == "magnitude_l2") return f(pp::magnitude_l2{});
+  if (name == "wanda_sp") return f(pp::wanda_sp{});
+  if (name == "flap") return f(pp::flap{});
+  if (name == "taylor") return f(pp::taylor{});
+  if (name == "activation") return f(pp::activation{});
+  if (name == "block_influence") return f(pp::block_influence{});
+  fail("prune: criterion '", name,
+       "' is unknown (expected random, magnitude_l1, magnitude_l2, wanda_sp, flap, taylor, activation, block_influence or "
+       "layer_collapse)");
+}
+
+nlohmann::ordered_json widths(const model::model_config& cfg) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& l : cfg.layers) out.push_back({{"n_heads", l.n_heads}, {"n_kv_heads", l.n_kv_heads}, {"ffn", l.ffn}});
+  return out;
+}
+
+std::vector<std::int32_t> head_of_shard(const data::shard& s, index_t tokens) {
+  const auto n = std::min<std::uint64_t>(s.size(), static_cast<std::uint64_t>(tokens));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
+  for (std::uint64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = s[i];
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lwcl prune: structured pruning of a checkpoint (no recovery), with a JSON summary"};
+  std::string model_dir, data_dir = "data/prepared", out, criterion = "wanda_sp", gran = "heads_and_ffn", head_mode = "kv_groups";
+  double ratio = 0.5, param_ratio = -1, threshold = 0.9;
+  bool global = false, no_compensation = false;
+  int calib_batches = 8, batch = 8, seq = 0, eval_tokens = 32768;
+  std::uint64_t seed = 0;
+  app.add_option("--model", model_dir, "checkpoint folder (config.json, model.safetensors, tokenizer)")->required();
+  app.add_option("--data", data_dir, "prepared data (train.bin for calibration, validation.bin for perplexity)");
+  app.add_option("--out", out, "output folder (default runs/prune_<criterion>_<granularity>_<ratio>)");
+  app.add_option("--criterion", criterion,
+                 "random, magnitude_l1, magnitude_l2, wanda_sp, flap, taylor, activation, block_influence, layer_collapse");
+  app.add_option("--granularity", gran, "heads, ffn, heads_and_ffn or layers")
+      ->check(CLI::IsMember({"heads", "ffn", "heads_and_ffn", "layers"}));
+  app.add_option("--ratio", ratio, "fraction of the groups removed (layer_collapse: of the layers)");
+  app.add_option("--param-ratio", param_ratio,
+                 "instead of --ratio: remove this fraction of all parameters (the group ratio is searched for)")
+      ->check(CLI::Range(0.0, 0.99));
+  app.add_flag("--global", global, "rank groups across layers (adaptive widths) instead of the same ratio per layer");
+  app.add_option("--head-mode", head_mode, "kv_groups (whole GQA groups) or query_heads (equal heads kept per group)")
+      ->check(CLI::IsMember({"kv_groups", "query_heads"}));
+  app.add_flag("--no-bias-compensation", no_compensation, "FLAP without folding removed channels' means into biases");
+  app.add_option("--threshold", threshold, "layer_collapse: minimum mean cosine of the logits");
+  app.add_option("--calib-batches", calib_batches, "calibration batches from the training split")->check(CLI::PositiveNumber);
+  app.add_option("--batch", batch, "sequences per calibration batch")->check(CLI::PositiveNumber);
+  app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-tokens", eval_tokens, "validation tokens scored for perplexity")->check(CLI::PositiveNumber);
+  app.add_option("--seed", seed, "calibration batches and the random criterion");
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  try {
+    namespace fs = std::filesystem;
+    const auto cfg = checkpoint::read_hf_config(model_dir);
+    backend::cpu be;
+    net_t teacher(be, cfg, dtype::f32);
+    checkpoint::load_hf_weights(teacher, model_dir);
+    const index_t T = seq ? seq : cfg.max_seq;
+    if (out.empty()) {
+      char r[16];
+      std::snprintf(r, sizeof r, "%.2f", ratio);
+      out = "runs/prune_" + criterion + "_" + gran + "_" + r;
+    }
+    const data::shard train_shard((fs::path(data_dir) / "train.bin").string());
+    const data::shard val_shard((fs::path(data_dir) / "validation.bin").string());
+    const data::batch_loader loader(train_shard, batch, T, 0x9e3779b9ULL + seed);
+    const auto val_ids = head_of_shard(val_shard, eval_tokens + 1);
+    auto ppl = [&](net_t& net) { return eval::perplexity(net, val_ids, T, T, "validation"); };
+
+    std::printf("prune: %s (%lld layers, %lld parameters), criterion %s, granularity %s, ratio %.2f%s\n", model_dir.c_str(),
+                static_cast<long long>(cfg.n_layers()), static_cast<long long>(teacher.num_parameters()), criterion.c_str(),
+                gran.c_str(), ratio, global ? ", global ranking" : "");
+    const auto before = ppl(teacher);
+    std::printf("before: perplexity %.3f (%s)\n", before.perplexity(), before.protocol().c_str());
+
+    nlohmann::ordered_json summary = {{"model", model_dir}, {"criterion", criterion}, {"granularity", gran},
+                                      {"ratio", ratio},      {"global", global},       {"calibration_tokens", 0}};
+    timer clock;
+    std::unique_ptr<net_t> student;
+    double calib_seconds = 0;
+    index_t calib_tokens = static_cast<index_t>(calib_batches) * batch * T;
+    if (criterion == "layer_collapse") {
+      prune::collapse_options o;
+      o.threshold = threshold;
+      const double layer_fraction = param_ratio >= 0
+                                        ? param_ratio * static_cast<double>(prune::model_parameters(cfg)) /
+                                              static_cast<double>(prune::layer_parameters(cfg, cfg.layers[0]) * cfg.n_layers())
+                                        : ratio;
+      o.target_layers = std::max<index_t>(1, cfg.n_layers() - static_cast<index_t>(std::llround(layer_fraction * static_cast<double>(cfg.n_layers()))));
+      o.merge = 1;
+      std::vector<std::int32_t> ids, targets;
+      loader.batch(0, ids, targets);
+      calib_tokens = batch * T;
+      std::vector<prune::collapse_step> log;
+      student = prune::layer_collapse(teacher, ids, batch, T, o, &log);
+      calib_seconds = clock.seconds();
+      nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+      for (const auto& s : log) steps.push_back({{"layer", s.layer}, {"merged", s.merged}, {"cosine", s.cosine}, {"accepted", s.accepted}});
+      summary["collapse_steps"] = steps;
+    } else {
+      prune::allocation a;
+      a.gran = prune::parse_granularity(gran);
+      a.ratio = ratio;
+      a.global = global;
+      a.heads = head_mode == "query_heads" ? prune::head_mode::query_heads : prune::head_mode::kv_groups;
+      a.validate();
+      with_criterion(criterion, seed, [&](auto policy) {
+        using P = decltype(policy);
+        std::optional<prune::calibration_stats> stats;
+        if (P::needs_statistics || criterion == "flap")
+          stats = prune::collect_statistics(teacher, loader, batch, T, calib_batches);
+        auto in = prune::make_scoring_input(teacher, stats);
+        if constexpr (P::needs_gradients) in.gradients = prune::collect_local_gradients(teacher, loader, batch, T, calib_batches);
+        calib_seconds = clock.seconds();
+        if (!stats && !P::needs_gradients) calib_tokens = 0;  // weights only: no calibration pass
+        const auto scores = policies::score_groups(policy, in);
+        if (param_ratio >= 0) {
+          // The group ratio whose plan removes the fraction of parameters closest to --param-ratio.
+          const double total = static_cast<double>(prune::model_parameters(cfg));
+          double best = -1, best_gap = 2;
+          for (int step = 0; step < 200; ++step) {
+            a.ratio = step / 200.0;
+            prune::prune_plan trial;
+            try {
+              trial = prune::allocate(cfg, scores, a);
+            } catch (const lwcl::error&) {
+              break;  // higher ratios empty a layer
+            }
+            const double removed = 1.0 - static_cast<double>(prune::model_parameters(prune::pruned_config(cfg, trial))) / total;
+            if (std::abs(removed - param_ratio) < best_gap) {
+              best_gap = std::abs(removed - param_ratio);
+              best = a.ratio;
+            }
+          }
+          a.ratio = best;
+          summary["ratio"] = best;
+          summary["target_parameter_fraction"] = param_ratio;
+          std::printf("prune: group ratio %.3f removes the parameter fraction closest to %.3f\n", best, param_ratio);
+        }
+        const auto plan = prune::allocate(cfg, scores, a);
+        if (criterion == "flap" && !no_compensation) {
+          prune::bias_compensation comp;
+          for (const auto& m : pp::flap::channel_means(in)) {
+            comp.attn_mean.push_back(m.attn);
+            comp.mlp_mean.push_back(m.mlp);
+          }
+          student = prune::apply_plan(teacher, plan, &comp);
+          summary["bias_compensation"] = true;
+        } else {
+          student = prune::apply_plan(teacher, plan);
+        }
+      });
+    }
+    summary["calibration_tokens"] = calib_tokens;
+    summary["calibration_tokens_per_second"] =
+        calib_seconds > 0 && calib_tokens > 0 ? static_cast<double>(calib_tokens) / calib_seconds : 0.0;
+    const auto& sc = student->config();
+    const auto after = ppl(*student);
+    std::printf("after:  perplexity %.3f (%s)\n", after.perplexity(), after.protocol().c_str());
+    const index_t p0 = teacher.num_parameters(), p1 = student->num_parameters();
+    const double f0 = prune::flops_per_token(cfg, T), f1 = prune::flops_per_token(sc, T);
+    std::printf("parameters %lld -> %lld (%.1f%% removed); forward FLOPs/token at %lld tokens %.3g -> %.3g (%.1f%% removed); "
+                "calibration %.0f tokens/s\n",
+                static_cast<long long>(p0), static_cast<long long>(p1), 100.0 * static_cast<double>(p0 - p1) / static_cast<double>(p0),
+                static_cast<long long>(T), f0, f1, 100.0 * (f0 - f1) / f0,
+                summary["calibration_tokens_per_second"].get<double>());
+
+    checkpoint::save_hf(*student, (fs::path(out) / "model").string());
+    for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json"})
+      if (fs::exists(fs::path(model_dir) / f))
+        fs::copy_file(fs::path(model_dir) / f, fs::path(out) / "model" / f, fs::copy_options::overwrite_existing);
+    summary["layers_before"] = widths(cfg);
+    summary["layers_after"] = widths(sc);
+    summary["parameters_before"] = p0;
+    summary["parameters_after"] = p1;
+    summary["parameters_removed_fraction"] = static_cast<double>(p0 - p1) / static_cast<double>(p0);
+    summary["flops_per_token_before"] = f0;
+    summary["flops_per_token_after"] = f1;
+    summary["perplexity_before"] = before.perplexity();
+    summary["perplexity_after"] = after.perplexity();
+    summary["perplexity_protocol"] = after.protocol();
+    const auto path = (fs::path(out) / "summary.json").string();
+    {
+      std::ofstream f(path + ".tmp");
+      f << summary.dump(2) << '\n';
+      check(f.good(), "prune: writing '", path, ".tmp' failed");
+    }
+    fs::rename(path + ".tmp", path);
+    std::printf("prune: wrote %s/model and %s\n", out.c_str(), path.c_str());
+    return 0;
+  } catch (const lwcl::error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# experiments/prune end to end: trains a small llama (GQA) teacher on the project's docs, prunes it with
+# several criteria and granularities, and checks each summary.json (widths, parameter and FLOP
+# reduction, perplexities with protocol) and that eval_model reloads every pruned checkpoint; bad
+# arguments fail with a clear message.
+#   prune_program.sh <build dir with experiments/> <source dir> <work dir>
+set -euo pipefail
+build=$1 src=$2 work=$3
+rm -rf "$work"
+mkdir -p "$work/corpus/docs"
+cp "$src"/docs/*.md "$work/corpus/docs/"
+cp "$src/README.md" "$work/corpus/README.md"
+{
+  echo '{"documents": ['
+  sep=""
+  for f in "$work"/corpus/docs/*.md; do
+    printf '%s{"path": "docs/%s", "split": "train"}\n' "$sep" "$(basename "$f")"
+    sep=","
+  done
+  echo ',{"path": "README.md", "split": "validation"}]}'
+} > "$work/corpus/manifest.json"
+"$build/experiments/prepare_data" --corpus "$work/corpus" --out "$work/data" --vocab 320 >/dev/null 2>&1
+"$build/experiments/train_teacher" --data "$work/data" --out "$work/teacher" --family llama --quiet --width 64 --layers 4 \
+  --heads 8 --kv-heads 2 --ffn 96 --seq 32 --batch 8 --steps 30 >/dev/null
+
+check_summary() {  # folder, expected parameter reduction: "less" or "none"
+  python3 - "$1" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+assert s["parameters_after"] < s["parameters_before"], s
+assert s["flops_per_token_after"] < s["flops_per_token_before"], s
+assert s["perplexity_protocol"].startswith("split=validation seq_len=32 stride=32 tokens="), s
+assert s["perplexity_after"] > 1 and s["perplexity_before"] > 1, s
+for l in s["layers_after"]:
+    assert l["n_heads"] % l["n_kv_heads"] == 0 and l["ffn"] >= 1, l
+print("%s: params %d -> %d, ppl %.2f -> %.2f" % (s["criterion"], s["parameters_before"], s["parameters_after"],
+                                                 s["perplexity_before"], s["perplexity_after"]))
+PY
+}
+run() {  # name, prune arguments...
+  local name=$1
+  shift
+  "$build/experiments/prune" --model "$work/teacher/model" --data "$work/data" --calib-batches 2 --batch 4 --seq 32 \
+    --eval-tokens 2000 --out "$work/$name" "$@" >"$work/$name.log"
+  check_summary "$work/$name"
+  "$build/experiments/eval_model" "$work/$name/model" "$src/README.md" --seq-len 32 | grep -q '^perplexity '
+}
+run wanda --criterion wanda_sp --ratio 0.5
+run flap --criterion flap --global --param-ratio 0.3
+run taylor --criterion taylor --granularity heads --head-mode query_heads --ratio 0.5
+run bi --criterion block_influence --granularity layers --ratio 0.5
+run laco --criterion layer_collapse --threshold -1 --ratio 0.25
+
+# The GQA widths: 50% of KV groups keeps 1 of 2 groups with its 4 query heads in every layer.
+python3 - "$work/wanda/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert all(l == {"n_heads": 4, "n_kv_heads": 1, "ffn": 48} for l in s["layers_after"]), s["layers_after"]
+PY
+# query_heads mode keeps both KV groups with 2 query heads each.
+python3 - "$work/taylor/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert all(l == {"n_heads": 4, "n_kv_heads": 2, "ffn": 96} for l in s["layers_after"]), s["layers_after"]
+PY
+
+# Bad input: a clear error, exit status 2.
+expect_error() {  # message, prune arguments...
+  local msg=$1
+  shift
+  if "$build/experiments/prune" --model "$work/teacher/model" --data "$work/data" --out "$work/bad" "$@" >"$work/bad.log" 2>&1; then
+    echo "prune_program: expected failure for $*" >&2
+    exit 1
+  fi
+  grep -q "$msg" "$work/bad.log" || { echo "prune_program: missing '$msg' in:" >&2; cat "$work/bad.log" >&2; exit 1; }
+}
+expect_error "is outside \[0, 1)" --criterion magnitude_l1 --ratio 1.0
+expect_error "would leave layer 0 with no KV group" --criterion magnitude_l1 --ratio 0.8
+expect_error "criterion 'nope' is unknown" --criterion nope
+echo "prune_program: all checks passed"
+rm -rf "$work"
