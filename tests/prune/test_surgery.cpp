@@ -11,6 +11,8 @@
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/policies/pruning/magnitude.hpp"
+#include "lwcl/prune/allocate.hpp"
 #include "lwcl/prune/surgery.hpp"
 #include "support/check.hpp"
 
@@ -140,6 +142,39 @@ TEST_CASE("surgery under GQA: the cut model's logits equal the masked teacher's,
     checkpoint::load_hf_weights(reloaded, dir);
     CHECK(logits_of(reloaded, tok, 2, 16) == got);
     std::filesystem::remove_all(dir);
+  }
+}
+
+TEST_CASE("GQA 8 heads / 2 KV heads pruned to 50% by a criterion: valid, reloads, equals the masked teacher") {
+  backend::cpu be;
+  for (auto fam : {model::family::llama, model::family::qwen2}) {
+    for (auto mode : {prune::head_mode::kv_groups, prune::head_mode::query_heads}) {
+      CAPTURE(model::family_name(fam));
+      CAPTURE(static_cast<int>(mode));
+      auto cfg = model::model_config::uniform(fam, 50, 32, 32, 2, 8, 2, 40);
+      cfg.tie_embeddings = fam == model::family::qwen2;
+      auto teacher = make_model(be, cfg, dtype::f64, 21);
+      const auto scores = policies::score_groups(policies::pruning::magnitude_l2{}, prune::make_scoring_input(*teacher));
+      prune::allocation a;
+      a.ratio = 0.5;
+      a.heads = mode;
+      const auto plan = prune::allocate(cfg, scores, a);
+      auto pruned = prune::apply_plan(*teacher, plan);
+      for (const auto& L : pruned->config().layers) {
+        CHECK(L.n_heads == 4);
+        CHECK(L.n_kv_heads == (mode == prune::head_mode::kv_groups ? 1 : 2));
+        CHECK(L.ffn == 20);
+      }
+      const auto dir = (std::filesystem::temp_directory_path() / "lwcl_test_surgery_gqa50").string();
+      checkpoint::save_hf(*pruned, dir);
+      net_t reloaded(be, checkpoint::read_hf_config(dir), dtype::f64);
+      checkpoint::load_hf_weights(reloaded, dir);
+      std::filesystem::remove_all(dir);
+      const auto tok = tokens_for(cfg, 32);
+      prune::mask_plan(*teacher, plan);
+      const double err = rel_diff(logits_of(reloaded, tok, 1, 32), logits_of(*teacher, tok, 1, 32));
+      CHECK(err < 1e-13);
+    }
   }
 }
 
