@@ -1,0 +1,168 @@
+#pragma once
+// One student segment trained on its own: the student layers [first, last) as a block_stack over
+// buffers that hold only that segment's parameters, gradients and AdamW moments, learning to map an
+// input feature (teacher or student boundary feature) to the teacher's feature at the segment's end
+// with a feature loss. Nothing else of the student or the teacher is resident while it trains.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/model/block_stack.hpp"
+#include "lwcl/ops/distill_loss.hpp"
+#include "lwcl/optim/adamw.hpp"
+#include "lwcl/optim/clip.hpp"
+
+namespace lwcl::distill {
+
+enum class feature_loss { mse, nmse, cosine };
+
+inline std::string_view feature_loss_name(feature_loss l) {
+  switch (l) {
+    case feature_loss::mse: return "mse";
+    case feature_loss::nmse: return "nmse";
+    case feature_loss::cosine: return "cosine";
+  }
+  return "?";
+}
+
+template <class Backend>
+class segment_trainer {
+ public:
+  // `model_layout` / `model_params` (host, double) are the whole student's; the segment copies its
+  // layers out of them and write_back() copies them in again.
+  segment_trainer(Backend& be, const model::model_config& cfg, index_t first, index_t last, const tensor_layout& model_layout,
+                  const std::vector<double>& model_params, dtype t, const optim::adamw_config& oc,
+                  feature_loss loss = feature_loss::nmse, double clip = 1.0)
+      : be_(be), cfg_(cfg), first_(first), last_(last), type_(t), loss_(loss), clip_(clip) {
+    check(0 <= first && first < last && last <= cfg.n_layers(), "segment_trainer: layers [", first, ", ", last,
+          ") are not inside the student's ", cfg.n_layers(), " layers");
+    check(static_cast<index_t>(model_params.size()) == model_layout.numel(), "segment_trainer: ", model_params.size(),
+          " parameters for a layout of ", model_layout.numel());
+    model::add_stack_params(layout_, cfg, first, last);
+    params_ = buffer<Backend>(be, static_cast<std::size_t>(layout_.numel()) * dtype_size(t));
+    grads_ = buffer<Backend>(be, params_.bytes());
+    be.fill_zero(params_.data(), params_.bytes());
+    be.fill_zero(grads_.data(), grads_.bytes());
+    load(model_layout, model_params);
+    stack_ = std::make_unique<model::block_stack<Backend>>(be, cfg, first, last, layout_, params_.data(), grads_.data(), t);
+    opt_ = std::make_unique<optim::adamw<Backend>>(be, params(), oc);
+  }
+
+  index_t first() const { return first_; }
+  index_t last() const { return last_; }
+  tensor params() const { return tensor(params_.data(), type_, {layout_.numel()}); }
+  tensor grads() const { return tensor(grads_.data(), type_, {layout_.numel()}); }
+  const tensor_layout& layout() const { return layout_; }
+  long steps() const { return opt_->steps(); }
+
+  // Bytes resident for training this segment: parameters, gradients, AdamW moments, activations.
+  std::size_t resident_bytes() const {
+    return params_.bytes() + grads_.bytes() + 2 * params_.bytes() + stack_->activation_bytes() + work_bytes();
+  }
+
+  // y = segment(x); x and y are (B, T, C) in backend memory.
+  void forward(const tensor& x, const tensor& y) { stack_->forward(x, y); }
+
+  // Loss of segment(x) against `target` without a parameter update.
+  double loss(const tensor& x, const tensor& target) {
+    ensure(x.shape);
+    stack_->forward(x, out_.view());
+    return apply_loss(tensor(), target);
+  }
+
+  // Fills grads() with d(loss)/d(segment parameters) for (x, target) and returns the loss.
+  double compute_gradients(const tensor& x, const tensor& target) {
+    ensure(x.shape);
+    be_.fill_zero(grads_.data(), grads_.bytes());
+    stack_->forward(x, out_.view());
+    be_.fill_zero(dout_.view().data, dout_.view().bytes());
+    const double l = apply_loss(dout_.view(), target);
+    check(std::isfinite(l), "the loss is ", l);
+    stack_->backward(dout_.view(), tensor());
+    return l;
+  }
+
+  // One optimisation step on (x, target): gradients, global-norm clipping, AdamW at `lr`. Returns the
+  // loss before the update. A non-finite loss or gradient norm is an lwcl::error naming the segment
+  // and its step.
+  double step(const tensor& x, const tensor& target, double lr) {
+    const long n = opt_->steps() + 1;
+    try {
+      const double l = compute_gradients(x, target);
+      optim::clip_grad_norm(be_, grads(), clip_);
+      opt_->step(grads(), lr);
+      return l;
+    } catch (const lwcl::error& e) {
+      fail("segment [", first_, ", ", last_, ") stopped at its step ", n, ": ", e.what());
+    }
+  }
+
+  // Copies the segment's (trained) parameters into the whole student's host parameter vector.
+  void write_back(const tensor_layout& model_layout, std::vector<double>& model_params) const {
+    const auto host = host_copy();
+    for (const auto& e : layout_.entries()) {
+      const auto& d = model_layout.find(e.name);
+      std::copy_n(host.begin() + e.offset, e.shape.numel(), model_params.begin() + d.offset);
+    }
+  }
+
+ private:
+  void load(const tensor_layout& model_layout, const std::vector<double>& model_params) {
+    std::vector<double> host(static_cast<std::size_t>(layout_.numel()), 0.0);
+    for (const auto& e : layout_.entries()) {
+      const auto& s = model_layout.find(e.name);
+      check(s.shape == e.shape, "segment_trainer: '", e.name, "' is ", s.shape.str(), " in the student, ", e.shape.str(),
+            " in the segment");
+      std::copy_n(model_params.begin() + s.offset, e.shape.numel(), host.begin() + e.offset);
+    }
+    ops::dispatch_float("segment_trainer", type_, [&](auto z) {
+      using T = decltype(z);
+      std::vector<T> tmp(host.begin(), host.end());
+      be_.from_host(params_.data(), tmp.data(), tmp.size() * sizeof(T));
+    });
+  }
+  std::vector<double> host_copy() const {
+    std::vector<double> out(static_cast<std::size_t>(layout_.numel()));
+    ops::dispatch_float("segment_trainer", type_, [&](auto z) {
+      using T = decltype(z);
+      std::vector<T> tmp(out.size());
+      be_.to_host(tmp.data(), params_.data(), tmp.size() * sizeof(T));
+      std::copy(tmp.begin(), tmp.end(), out.begin());
+    });
+    return out;
+  }
+  void ensure(const shape& s) {
+    if (out_.view().data && out_.view().shape == s) return;
+    out_ = owned_tensor<Backend>(be_, type_, s);
+    dout_ = owned_tensor<Backend>(be_, type_, s);
+    scratch_ = owned_tensor<Backend>(be_, type_, {2 * s[0] * s[1]});
+  }
+  std::size_t work_bytes() const { return out_.view().bytes() + dout_.view().bytes() + scratch_.view().bytes(); }
+  double apply_loss(const tensor& dout, const tensor& target) {
+    switch (loss_) {
+      case feature_loss::mse: return ops::mse_loss(be_, dout, scratch_.view(), out_.view(), target);
+      case feature_loss::nmse: return ops::nmse_loss(be_, dout, scratch_.view(), out_.view(), target);
+      case feature_loss::cosine: return ops::cosine_loss(be_, dout, scratch_.view(), out_.view(), target);
+    }
+    fail("segment_trainer: unknown loss");
+  }
+
+  Backend& be_;
+  model::model_config cfg_;
+  index_t first_, last_;
+  dtype type_;
+  feature_loss loss_;
+  double clip_;
+  tensor_layout layout_;
+  buffer<Backend> params_, grads_;
+  std::unique_ptr<model::block_stack<Backend>> stack_;
+  std::unique_ptr<optim::adamw<Backend>> opt_;
+  owned_tensor<Backend> out_, dout_, scratch_;
+};
+
+}  // namespace lwcl::distill
