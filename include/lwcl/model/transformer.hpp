@@ -130,6 +130,25 @@ class transformer {
     be_.fill_zero(a.dlogits.data, a.dlogits.bytes());
     ops::cross_entropy(be_, a.dlogits.reshaped({N, cfg_.vocab}), a.row_loss, a.logits.reshaped({N, cfg_.vocab}),
                        targets_.reshaped({N}), loss_scale);
+    backward_from_dlogits();
+  }
+
+  // Accumulates the gradients for a loss whose gradient with respect to the logits of the last
+  // forward_logits is `dlogits` (B, T, vocab), e.g. a distillation loss against a teacher's logits.
+  void backward_logits(const tensor& dlogits) {
+    check(acts_ != nullptr && tokens_.data != nullptr, "transformer::backward_logits called before forward_logits");
+    ops::expect_shape("transformer::backward_logits", "dlogits", dlogits, acts_->logits.shape);
+    ops::copy(be_, acts_->dlogits, dlogits);
+    backward_from_dlogits();
+  }
+
+  // Bytes of activation memory held for the current (B, T).
+  std::size_t activation_bytes() const { return acts_ ? acts_->mem.bytes() + stack_->activation_bytes() : 0; }
+
+ private:
+  // The backward pass from acts_->dlogits down to the embeddings.
+  void backward_from_dlogits() {
+    auto& a = *acts_;
     be_.fill_zero(a.dh.data, a.dh.bytes());
     ops::linear_backward(be_, a.dh, head_grad(), tensor(), a.dlogits, a.hf, head());
     // Final norm backward into d(x_L), then the blocks, then the embeddings.
@@ -144,10 +163,6 @@ class transformer {
     ops::embedding_backward(be_, grad("wte"), has("wpe") ? grad("wpe") : tensor(), a.dx0, tokens_);
   }
 
-  // Bytes of activation memory held for the current (B, T).
-  std::size_t activation_bytes() const { return acts_ ? acts_->mem.bytes() + stack_->activation_bytes() : 0; }
-
- private:
   struct activations {
     index_t B, T;
     tensor x0, xL, hf, nf_mean, nf_rstd, logits, dlogits, dh, row_loss, dxL, dx0;

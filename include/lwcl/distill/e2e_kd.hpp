@@ -1,0 +1,102 @@
+#pragma once
+// End-to-end knowledge distillation, the baseline layer-wise recovery is compared with: teacher and
+// student both resident, the student trained on the temperature-scaled KL divergence from the
+// teacher's next-token distribution, over fresh training batches, with AdamW and global-norm
+// clipping, under a step and/or wall-clock budget.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lwcl/core/metrics.hpp"
+#include "lwcl/core/progress.hpp"
+#include "lwcl/core/timer.hpp"
+#include "lwcl/data/loader.hpp"
+#include "lwcl/model/transformer.hpp"
+#include "lwcl/ops/distill_loss.hpp"
+#include "lwcl/optim/adamw.hpp"
+#include "lwcl/optim/clip.hpp"
+#include "lwcl/optim/schedule.hpp"
+
+namespace lwcl::distill {
+
+struct e2e_options {
+  long steps = 200;
+  double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.0;
+  double temperature = 1.0;
+  double clip = 1.0;
+  double time_budget_seconds = 0;  // > 0: stop when the wall clock passes it
+  bool progress_bar = true;
+};
+
+struct e2e_result {
+  double loss_first = 0, loss_last = 0;
+  long steps = 0;
+  std::size_t peak_compute_bytes = 0;  // teacher weights and activations + student weights, gradients, moments, activations
+  double seconds = 0;
+  long tokens = 0;
+  bool budget_exhausted = false;
+};
+
+template <class Backend>
+e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer<Backend>& student,
+                        const data::batch_loader& loader, index_t B, index_t T, const e2e_options& opt,
+                        metrics_writer* metrics = nullptr) {
+  auto& be = student.backend();
+  check(teacher.config().vocab == student.config().vocab, "train_e2e_kd: teacher vocabulary ", teacher.config().vocab,
+        " != student vocabulary ", student.config().vocab);
+  check(opt.steps >= 1, "train_e2e_kd: steps must be at least 1");
+  const index_t V = student.config().vocab;
+  optim::adamw_config oc;
+  oc.lr = opt.lr;
+  oc.weight_decay = opt.weight_decay;
+  optim::adamw<Backend> adam(be, student.params(), oc);
+  const optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
+  owned_tensor<Backend> tlogits(be, student.type(), {B, T, V}), dlogits(be, student.type(), {B, T, V}),
+      scratch(be, student.type(), {2 * B * T});
+  buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
+  std::vector<std::int32_t> ids, targets;
+  std::unique_ptr<progress> bar;
+  if (opt.progress_bar) bar = std::make_unique<progress>("e2e_kd", opt.steps);
+  timer clock;
+  e2e_result res;
+  for (long s = 1; s <= opt.steps; ++s) {
+    if (opt.time_budget_seconds > 0 && clock.seconds() >= opt.time_budget_seconds) {
+      res.budget_exhausted = true;
+      break;
+    }
+    loader.batch(static_cast<std::uint64_t>(s - 1), ids, targets);
+    be.from_host(tok.data(), ids.data(), tok.bytes());
+    const tensor tokens(tok.data(), dtype::i32, {B, T});
+    double loss = 0;
+    try {
+      ops::copy(be, tlogits.view(), teacher.forward_logits(tokens));
+      const tensor slogits = student.forward_logits(tokens);
+      be.fill_zero(dlogits.view().data, dlogits.view().bytes());
+      loss = ops::logit_kl_loss(be, dlogits.view(), scratch.view(), slogits, tlogits.view(), opt.temperature);
+      check(std::isfinite(loss), "the loss is ", loss);
+      student.zero_grad();
+      student.backward_logits(dlogits.view());
+      optim::clip_grad_norm(be, student.grads(), opt.clip);
+      adam.step(student.grads(), sched.lr(s));
+    } catch (const lwcl::error& e) {
+      fail("train_e2e_kd: stopped at step ", s, ": ", e.what());
+    }
+    if (s == 1) res.loss_first = loss;
+    res.loss_last = loss;
+    res.steps = s;
+    res.tokens += B * T;
+    if (metrics) metrics->write({{"step", s}, {"loss", loss}, {"seconds", clock.seconds()}});
+    if (bar) bar->update(s, "kl " + std::to_string(loss).substr(0, 6));
+  }
+  if (bar) bar->finish();
+  const std::size_t sp = student.params().bytes();
+  res.peak_compute_bytes = teacher.params().bytes() + teacher.activation_bytes() + 4 * sp + student.activation_bytes() +
+                           tlogits.view().bytes() + dlogits.view().bytes() + scratch.view().bytes();
+  res.seconds = clock.seconds();
+  return res;
+}
+
+}  // namespace lwcl::distill
