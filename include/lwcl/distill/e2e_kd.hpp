@@ -53,7 +53,8 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   oc.lr = opt.lr;
   oc.weight_decay = opt.weight_decay;
   optim::adamw<Backend> adam(be, student.params(), oc);
-  const optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
+  // With a wall-clock budget the schedule is fitted, after a few steps, to the steps the budget allows.
+  optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
   owned_tensor<Backend> tlogits(be, student.type(), {B, T, V}), dlogits(be, student.type(), {B, T, V}),
       scratch(be, student.type(), {2 * B * T});
   buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
@@ -66,6 +67,10 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     if (opt.time_budget_seconds > 0 && clock.seconds() >= opt.time_budget_seconds) {
       res.budget_exhausted = true;
       break;
+    }
+    if (opt.time_budget_seconds > 0 && s == 4) {
+      const double per_step = clock.seconds() / 3.0;
+      sched.total_steps = std::min(opt.steps, 3 + static_cast<long>((opt.time_budget_seconds - clock.seconds()) / std::max(per_step, 1e-9)));
     }
     loader.batch(static_cast<std::uint64_t>(s - 1), ids, targets);
     be.from_host(tok.data(), ids.data(), tok.bytes());

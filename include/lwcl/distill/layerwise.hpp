@@ -174,7 +174,7 @@ layerwise_result train_layerwise(model::transformer<Backend>& teacher, model::tr
   for (index_t k = 0; k < opt.feature_batches; ++k) {
     loader.batch(static_cast<std::uint64_t>(k), ids, targets);
     feats.push_back(layerwise_detail::teacher_features(teacher, ids, B, T, wanted));
-    for (const auto& f : feats.back()) res.cache_bytes += f.size() * dtype_size(student.type());
+    for (const auto& f : feats.back()) res.cache_bytes += f.size() * sizeof(double);  // held as doubles
   }
   if (metrics) metrics->write({{"event", "teacher_features"}, {"boundaries", wanted.size()}, {"batches", opt.feature_batches},
                                {"cache_bytes", res.cache_bytes}, {"seconds", clock.seconds()}});
@@ -191,11 +191,23 @@ layerwise_result train_layerwise(model::transformer<Backend>& teacher, model::tr
   auto over_budget = [&]() { return opt.time_budget_seconds > 0 && clock.seconds() >= opt.time_budget_seconds; };
 
   // One segment on a list of (input, target) pairs, `steps` steps; returns its report.
+  // With a wall-clock budget, each remaining segment-stage gets an equal share of the time left, and
+  // after a few steps its learning-rate schedule is fitted to the steps that share allows.
+  long remaining_runs = static_cast<long>(segs.size()) * (opt.stage2_steps > 0 ? 2 : 1);
   auto train_segment = [&](std::size_t k, int stage, long steps, const std::vector<std::vector<double>*>& inputs) {
     segment_trainer<Backend> seg(be, scfg, segs[k].first, segs[k].last, student.layout(), params, student.type(), oc, opt.loss);
-    const optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, std::max(1L, steps)};
+    optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, std::max(1L, steps)};
+    const double start = clock.seconds();
+    const double deadline = opt.time_budget_seconds > 0
+                                ? start + std::max(0.0, opt.time_budget_seconds - start) / static_cast<double>(remaining_runs)
+                                : 0;
+    --remaining_runs;
     segment_report rep{segs[k].first, segs[k].last, stage, 0, 0, 0};
-    for (long s = 1; s <= steps && !over_budget(); ++s) {
+    for (long s = 1; s <= steps && !over_budget() && !(deadline > 0 && clock.seconds() >= deadline); ++s) {
+      if (deadline > 0 && s == 4) {
+        const double per_step = (clock.seconds() - start) / 3.0;
+        sched.total_steps = std::min(steps, 3 + static_cast<long>((deadline - clock.seconds()) / std::max(per_step, 1e-9)));
+      }
       const auto b = static_cast<std::size_t>((s - 1) % opt.feature_batches);
       layerwise_detail::to_backend(be, x.view(), *inputs[b]);
       layerwise_detail::to_backend(be, y.view(), feats[b][index_of(out_boundary[k])]);
