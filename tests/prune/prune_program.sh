@@ -2,7 +2,7 @@
 # experiments/prune end to end: trains a small llama (GQA) teacher on the project's docs, prunes it with
 # several criteria and granularities, and checks each summary.json (widths, parameter and FLOP
 # reduction, perplexities with protocol) and that eval_model reloads every pruned checkpoint; bad
-# arguments fail with a clear message.
+# arguments and an unsupported family fail with a clear message.
 #   prune_program.sh <build dir with experiments/> <source dir> <work dir>
 set -euo pipefail
 build=$1 src=$2 work=$3
@@ -77,5 +77,11 @@ expect_error() {  # message, prune arguments...
 expect_error "is outside \[0, 1)" --criterion magnitude_l1 --ratio 1.0
 expect_error "would leave layer 0 with no KV group" --criterion magnitude_l1 --ratio 0.8
 expect_error "criterion 'nope' is unknown" --criterion nope
+# An unsupported family (an encoder checkpoint).
+if "$build/experiments/prune" --model "$src/tests/data/hf/bert" --data "$work/data" --out "$work/bad" >"$work/bad.log" 2>&1; then
+  echo "prune_program: pruning a bert checkpoint should fail" >&2
+  exit 1
+fi
+grep -q "family bert is an encoder" "$work/bad.log" || { cat "$work/bad.log" >&2; exit 1; }
 echo "prune_program: all checks passed"
 rm -rf "$work"

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "lwcl/backend/host/host.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/prune/layer_collapse.hpp"
+#include "support/fixture.hpp"
 
 using namespace lwcl;
 
@@ -86,6 +88,32 @@ TEST_CASE("layer_collapse: the threshold decides which merges are kept") {
       }
     }
   }
+}
+
+TEST_CASE("layer_collapse: every candidate's cosine equals PyTorch's merged model (tools/fixtures/prune_collapse.py)") {
+  backend::cpu be;
+  const auto dir = test::data_path("prune/collapse_llama");
+  model::transformer<backend::cpu> net(be, checkpoint::read_hf_config(dir), dtype::f64);
+  checkpoint::load_hf_weights(net, dir);
+  test::fixture fx("prune/collapse_llama.lwfx");
+  const auto ids64 = fx.ints("ids");
+  const std::vector<std::int32_t> ids(ids64.begin(), ids64.end());
+  const auto& d = fx.dims("ids");
+  prune::collapse_options o;
+  o.merge = fx.ints("merge")[0];
+  o.threshold = 1.0;  // accept nothing: every candidate is a merge of the original model
+  std::vector<prune::collapse_step> log;
+  prune::layer_collapse(net, ids, d[0], d[1], o, &log);
+  const auto candidates = fx.ints("candidates");
+  const auto cosines = fx.f64("cosines");
+  REQUIRE(log.size() == candidates.size());
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    CAPTURE(i);
+    CHECK(log[i].layer == candidates[i]);
+    CHECK(log[i].merged == o.merge);
+    CHECK(log[i].cosine == doctest::Approx(cosines[i]).epsilon(1e-12));
+  }
+  MESSAGE("layer-collapse candidate cosines: ", cosines[0], ", ", cosines[1]);
 }
 
 TEST_CASE("layer_collapse: bad input raises lwcl::error") {
