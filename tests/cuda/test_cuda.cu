@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lwcl/backend/cuda/cuda.cuh"
+#include "lwcl/backend/cuda/feature_store.cuh"
 #include "lwcl/backend/host/gemm_naive.hpp"
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/memory.hpp"
@@ -688,4 +689,20 @@ TEST_CASE("cuda: attention forward and backward match the host backend (GQA, cau
       return r;
     });
   }
+}
+
+TEST_CASE("cuda: feature cache tiers on the device and in pinned memory round-trip bit for bit") {
+  std::vector<float> f(2 * 8 * 16);
+  for (std::size_t i = 0; i < f.size(); ++i) f[i] = std::sin(0.1f * static_cast<float>(i)) * 3.0f;
+  const shape s{2, 8, 16};
+  distill::feature_cache<distill::device_store> dev;
+  distill::feature_cache<distill::pinned_host_store> pinned;
+  const distill::feature_key k{1, distill::source::teacher, 0};
+  dev.put(k, f.data(), s, 0);
+  pinned.put(k, f.data(), s, 0);
+  std::vector<float> a(f.size()), b(f.size());
+  dev.get(k, a.data(), s);
+  pinned.get(k, b.data(), s);
+  CHECK(a == f);
+  CHECK(b == f);
 }

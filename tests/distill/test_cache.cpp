@@ -1,0 +1,769 @@
+// The feature cache (include/lwcl/distill/cache/): every store and codec returns f32 and bf16 features
+// bit for bit (NaN payloads, -0.0, denormals and infinities included); stale versions, missing keys
+// and damaged disk records are errors; a killed write is ignored on reopening; the prefetcher delivers
+// its plan in order under any thread count and ring size, surfaces worker errors and counts stalls.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <unistd.h>
+
+#include "lwcl/core/memory.hpp"
+#include "lwcl/core/timer.hpp"
+#include "lwcl/distill/cache/compressed_store.hpp"
+#include "lwcl/distill/cache/disk_store.hpp"
+#include "lwcl/distill/cache/exponent_codec.hpp"
+#include "lwcl/distill/cache/feature_cache.hpp"
+#include "lwcl/distill/cache/host_store.hpp"
+#include "lwcl/distill/cache/huffman.hpp"
+#include "lwcl/distill/cache/prefetcher.hpp"
+#include "lwcl/distill/cache/zstd_codec.hpp"
+#include "support/check.hpp"
+
+using namespace lwcl;
+using namespace lwcl::distill;
+namespace fs = std::filesystem;
+
+using host_zstd = compressed_store<host_store<>, zstd_codec>;
+using host_exponent = compressed_store<host_store<>, exponent_codec>;
+using disk_zstd = compressed_store<disk_store, zstd_codec>;
+using disk_exponent = compressed_store<disk_store, exponent_codec>;
+
+// A wrong policy in a slot does not pass for a store or a codec.
+static_assert(!feature_store<int>);
+static_assert(!feature_store<zstd_codec>);
+static_assert(!feature_codec<host_store<>>);
+static_assert(!staging_memory<host_store<>>);
+static_assert(host_zstd::name == "compressed<host,zstd>");
+static_assert(disk_exponent::name == "compressed<disk,exponent>");
+static_assert(disk_exponent::memory_tier == tier::disk);
+
+namespace {
+
+// A fresh directory under the system's temporary directory, removed with everything in it at the end.
+struct temp_dir {
+  fs::path path;
+  explicit temp_dir(const std::string& name) {
+    static std::atomic<int> n{0};
+    path = fs::temp_directory_path() / ("lwcl_cache_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + "_" + name);
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::uint32_t bits_of(float f) { return float_bits(f); }
+
+// Activation-like f32 features: normal per channel, channel scales from 0.25 to 4, two outlier
+// channels 40x larger (as transformer residual streams have), and edge values spliced in.
+std::vector<float> activations(std::size_t B, std::size_t T, std::size_t C, std::uint64_t seed, bool edges = true) {
+  std::vector<float> v = test::random_normal<float>(B * T * C, seed);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::size_t c = i % C;
+    const float scale = (c == 3 || c == C / 2) ? 40.0f : 0.25f + 3.75f * static_cast<float>(c) / static_cast<float>(C);
+    v[i] *= scale;
+  }
+  if (edges) {
+    const std::uint32_t special[] = {
+        0x00000000u,  // +0
+        0x80000000u,  // -0
+        0x00000001u,  // smallest denormal
+        0x007fffffu,  // largest denormal
+        0x80000003u,  // negative denormal
+        0x00800000u,  // FLT_MIN
+        0x7f7fffffu,  // FLT_MAX
+        0x7f800000u,  // +inf
+        0xff800000u,  // -inf
+        0x7fc12345u,  // quiet NaN with a payload
+        0x7f800001u,  // signalling NaN
+        0xffc00abcu,  // negative NaN with a payload
+    };
+    for (std::size_t j = 0; j < std::size(special) && j * 7 < v.size(); ++j) v[j * 7] = bits_float(special[j]);
+  }
+  return v;
+}
+
+std::vector<bf16> to_bf16(const std::vector<float>& f) {
+  std::vector<bf16> out(f.size());
+  for (std::size_t i = 0; i < f.size(); ++i) out[i] = bf16::from_float(f[i]);
+  // bf16's own edge cases, whose bits from_float would not produce (signalling NaN, payloads).
+  const std::uint16_t special[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x7f80, 0xff80, 0x7fc1, 0x7f81, 0xffff, 0x7f7f};
+  for (std::size_t j = 0; j < std::size(special) && j * 5 + 1 < out.size(); ++j) out[j * 5 + 1] = bf16::from_bits(special[j]);
+  return out;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+template <class T>
+std::span<const std::byte> bytes_of(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+// Builds a feature_cache over store S; disk-backed stores live in `dir`.
+template <class S>
+std::unique_ptr<feature_cache<S>> make_cache(const fs::path& dir) {
+  if constexpr (std::is_same_v<S, disk_store>) {
+    return std::make_unique<feature_cache<S>>(dir);
+  } else if constexpr (std::is_same_v<S, disk_zstd>) {
+    return std::make_unique<feature_cache<S>>(zstd_codec(3), dir);
+  } else if constexpr (std::is_same_v<S, disk_exponent>) {
+    return std::make_unique<feature_cache<S>>(exponent_codec{}, dir);
+  } else {
+    return std::make_unique<feature_cache<S>>();
+  }
+}
+
+// Runs the encode/decode pair of a codec and checks the round trip is bit-exact.
+template <class Codec, class T>
+std::size_t codec_round_trip(const Codec& codec, const std::vector<T>& v) {
+  std::vector<std::byte> enc;
+  codec.encode(dtype_of_v<T>, bytes_of(v), enc);
+  std::vector<T> back(v.size());
+  codec.decode(dtype_of_v<T>, enc, std::as_writable_bytes(std::span<T>(back)));
+  CHECK(same_bits(v, back));
+  return enc.size();
+}
+
+// A host store whose read() first runs a hook: a delay, a gate, or a throw, for the prefetcher tests.
+struct hooked_store {
+  static constexpr std::string_view name = "hooked";
+  static constexpr tier memory_tier = tier::host;
+
+  std::function<void(const feature_key&)> before_read;
+  host_store<> inner;
+
+  void put(const feature_key& k, const record_meta& m, std::span<const std::byte> p) { inner.put(k, m, p); }
+  std::optional<record_meta> meta(const feature_key& k) const { return inner.meta(k); }
+  std::optional<record_view> find(const feature_key& k) const { return inner.find(k); }
+  record_meta read(const feature_key& k, std::span<std::byte> out) const {
+    if (before_read) before_read(k);
+    return inner.read(k, out);
+  }
+  bool erase(const feature_key& k) { return inner.erase(k); }
+  std::size_t invalidate(index_t b, source s) { return inner.invalidate(b, s); }
+  std::vector<feature_key> keys() const { return inner.keys(); }
+  store_usage usage() const { return inner.usage(); }
+};
+static_assert(feature_store<hooked_store>);
+
+// The features the prefetcher tests put under key k: distinct per key, so a misdelivery shows.
+std::vector<float> content_of(const feature_key& k, std::size_t n) {
+  return test::random_normal<float>(n, static_cast<std::uint64_t>(k.boundary * 1000 + static_cast<int>(k.src) * 100 + k.batch));
+}
+
+void overwrite(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("every store returns f32 and bf16 features bit for bit, edge values included", S, host_store<>,
+                   disk_store, host_zstd, host_exponent, disk_zstd, disk_exponent) {
+  temp_dir dir("roundtrip");
+  auto cache = make_cache<S>(dir.path);
+  const shape s{4, 16, 64};
+  const std::vector<float> f = activations(4, 16, 64, 11);
+  const std::vector<bf16> h = to_bf16(activations(4, 16, 64, 12));
+  const feature_key kf{2, source::teacher, 0}, kh{2, source::student, 1}, other{3, source::student, 1};
+
+  cache->put(kf, f.data(), s, 0);
+  cache->put(kh, h.data(), s, 41);
+  cache->put(other, h.data(), s, 41);
+  CHECK(cache->contains(kf));
+  CHECK_FALSE(cache->contains(feature_key{2, source::teacher, 1}));
+  CHECK(cache->version_of(kh) == 41);
+  CHECK(cache->meta_of(kh).type == dtype::bf16);
+  CHECK(cache->meta_of(kf).shape == s);
+
+  std::vector<float> f_back(f.size());
+  cache->get(kf, f_back.data(), s);
+  CHECK(same_bits(f, f_back));
+
+  std::vector<bf16> h_back(h.size());
+  cache->get(kh, tensor(h_back.data(), s), 41);
+  CHECK(same_bits(h, h_back));
+
+  // A bf16 feature widens exactly into an f32 output.
+  std::vector<float> widened(h.size());
+  cache->get(kh, widened.data(), s, 41);
+  bool exact = true;
+  for (std::size_t i = 0; i < h.size(); ++i) exact = exact && bits_of(widened[i]) == (std::uint32_t{h[i].bits} << 16);
+  CHECK(exact);
+
+  // Replacing a record keeps one record under the key.
+  const std::vector<float> f2 = activations(4, 16, 64, 13);
+  cache->put(kf, f2.data(), s, 0);
+  cache->get(kf, f_back.data(), s);
+  CHECK(same_bits(f2, f_back));
+
+  const cache_stats st = cache->stats();
+  CHECK(st.store.records == 3);
+  CHECK(st.store.raw_bytes == f.size() * 4 + 2 * h.size() * 2);
+  CHECK(st.store.peak_stored_bytes >= st.store.stored_bytes);
+  CHECK(st.hits == 4);
+  CHECK(st.misses == 0);
+  CHECK(st.puts == 4);
+  CHECK(st.store.store == S::name);
+  MESSAGE(st.summary());
+
+  CHECK(cache->keys() == std::vector<feature_key>{kf, kh, other});
+  CHECK(cache->invalidate(2, source::student) == 1);
+  CHECK(cache->keys() == std::vector<feature_key>{kf, other});
+  CHECK(cache->erase(kf));
+  CHECK_FALSE(cache->erase(kf));
+  CHECK(cache->stats().store.records == 1);
+  CHECK(cache->stats().store.raw_bytes == h.size() * 2);
+}
+
+TEST_CASE("codecs are bit-exact on every kind of input") {
+  const zstd_codec zstd1(1), zstd19(19), zstd_fast(-5);
+  const exponent_codec expo;
+  std::vector<std::vector<float>> f32_inputs = {
+      activations(2, 8, 96, 21),
+      std::vector<float>(1000, 0.0f),
+      std::vector<float>(1000, -1.5f),
+      {3.0f},
+      {},
+  };
+  // Random bit patterns: every exponent, NaNs and denormals included, incompressible.
+  std::vector<float> noise(4096);
+  philox_stream rs{99, 1};
+  for (std::size_t i = 0; i < noise.size(); ++i) noise[i] = bits_float(rs.bits(i));
+  f32_inputs.push_back(noise);
+
+  for (const auto& v : f32_inputs) {
+    CAPTURE(v.size());
+    codec_round_trip(zstd1, v);
+    codec_round_trip(zstd19, v);
+    codec_round_trip(zstd_fast, v);
+    codec_round_trip(expo, v);
+    const std::vector<bf16> h = to_bf16(v);
+    codec_round_trip(zstd1, h);
+    codec_round_trip(expo, h);
+  }
+
+  // Exponents with Fibonacci-like counts would need codes deeper than 12 bits: the limited code still
+  // round-trips, and its lengths form a prefix code within the limit.
+  std::vector<float> skewed;
+  std::uint64_t a = 1, b = 1;
+  for (int e = 0; e < 24; ++e) {
+    for (std::uint64_t i = 0; i < a; ++i) skewed.push_back(bits_float(static_cast<std::uint32_t>(100 + e) << 23 | static_cast<std::uint32_t>(i)));
+    const std::uint64_t c = a + b;
+    a = b;
+    b = c;
+  }
+  huffman::counts freq{};
+  for (float x : skewed) ++freq[(bits_of(x) >> 23) & 0xff];
+  const huffman::lengths len = huffman::code_lengths(freq);
+  int longest = 0;
+  for (auto l : len) longest = std::max(longest, int(l));
+  CHECK(longest <= huffman::max_length);
+  CHECK(huffman::is_prefix_code(len));
+  codec_round_trip(expo, skewed);
+
+  CHECK_THROWS_WITH_AS(zstd_codec(1000), doctest::Contains("outside zstd's range"), lwcl::error);
+  std::vector<std::byte> out;
+  const std::vector<std::uint16_t> halfs(4, 0);
+  CHECK_THROWS_WITH_AS(expo.encode(dtype::f16, bytes_of(halfs), out), doctest::Contains("cannot encode f16"), lwcl::error);
+}
+
+TEST_CASE("malformed codec payloads are errors, not crashes") {
+  const exponent_codec expo;
+  const zstd_codec zstd;
+  const std::vector<float> v = activations(1, 16, 64, 5);
+  std::vector<float> back(v.size());
+  const auto out = std::as_writable_bytes(std::span<float>(back));
+  std::vector<std::byte> enc;
+  expo.encode(dtype::f32, bytes_of(v), enc);
+
+  std::vector<std::byte> cut(enc.begin(), enc.begin() + 100);
+  CHECK_THROWS_WITH_AS(expo.decode(dtype::f32, cut, out), doctest::Contains("shorter than its 152-byte header"), lwcl::error);
+  cut.assign(enc.begin(), enc.end() - 1);
+  CHECK_THROWS_WITH_AS(expo.decode(dtype::f32, cut, out), doctest::Contains("does not hold"), lwcl::error);
+  CHECK_THROWS_WITH_AS(expo.decode(dtype::bf16, enc, out), doctest::Contains("4-byte elements, expected 2"), lwcl::error);
+  std::vector<float> small(v.size() - 1);
+  CHECK_THROWS_WITH_AS(expo.decode(dtype::f32, enc, std::as_writable_bytes(std::span<float>(small))),
+                       doctest::Contains("expected 1023"), lwcl::error);
+  std::vector<std::byte> bad = enc;
+  bad[16] = std::byte{0x11};  // every length 1: not a prefix code
+  bad[17] = std::byte{0x11};
+  CHECK_THROWS_AS(expo.decode(dtype::f32, bad, out), lwcl::error);
+
+  zstd.encode(dtype::f32, bytes_of(v), enc);
+  cut.assign(enc.begin(), enc.begin() + static_cast<std::ptrdiff_t>(enc.size() / 2));
+  CHECK_THROWS_AS(zstd.decode(dtype::f32, cut, out), lwcl::error);
+  CHECK_THROWS_WITH_AS(zstd.decode(dtype::f32, bytes_of(v), out), doctest::Contains("not a zstd frame"), lwcl::error);
+}
+
+TEST_CASE("exponent coding compresses normal activations; ratios are reported") {
+  const std::vector<float> f = activations(8, 64, 256, 31, false);
+  const std::vector<bf16> h = to_bf16(f);
+  const double raw_f = static_cast<double>(f.size() * 4), raw_h = static_cast<double>(h.size() * 2);
+  const double expo_f = raw_f / static_cast<double>(codec_round_trip(exponent_codec{}, f));
+  const double expo_h = raw_h / static_cast<double>(codec_round_trip(exponent_codec{}, h));
+  const double zstd_f = raw_f / static_cast<double>(codec_round_trip(zstd_codec(3), f));
+  const double zstd_h = raw_h / static_cast<double>(codec_round_trip(zstd_codec(3), h));
+  std::ostringstream os;
+  os << "compression ratio on N(0, s_c^2) activations (8x64x256): exponent f32 " << expo_f << ", bf16 " << expo_h
+     << "; zstd-3 f32 " << zstd_f << ", bf16 " << zstd_h;
+  MESSAGE(os.str());
+  CHECK(expo_f > 1.1);
+  CHECK(expo_h > 1.3);
+  // Through a store: the usage reflects the same ratio.
+  feature_cache<host_exponent> cache;
+  cache.put({0, source::teacher, 0}, h.data(), shape{8, 64, 256}, 0);
+  CHECK(cache.stats().compression_ratio() == doctest::Approx(expo_h).epsilon(0.01));
+  CHECK(cache.stats().store.codec.encoded_raw_bytes == h.size() * 2);
+  // Incompressible input is kept raw rather than grown.
+  std::vector<float> noise(4096);
+  philox_stream rs{7, 3};
+  for (std::size_t i = 0; i < noise.size(); ++i) noise[i] = bits_float(rs.bits(i));
+  feature_cache<host_zstd> zc;
+  zc.put({0, source::teacher, 1}, noise.data(), shape{1, 4, 1024}, 0);
+  CHECK(zc.meta_of({0, source::teacher, 1}).enc == encoding::raw);
+  CHECK(zc.stats().store.codec.kept_raw == 1);
+  std::vector<float> back(noise.size());
+  zc.get({0, source::teacher, 1}, back.data(), shape{1, 4, 1024});
+  CHECK(same_bits(noise, back));
+}
+
+TEST_CASE("a read with another weights version is a stale-feature error") {
+  feature_cache<host_store<>> cache;
+  const shape s{2, 4, 8};
+  const std::vector<float> v = activations(2, 4, 8, 1);
+  std::vector<float> out(v.size());
+  const feature_key st{1, source::student, 0}, te{1, source::teacher, 0};
+  cache.put(st, v.data(), s, 7);
+  cache.put(te, v.data(), s, 0);
+
+  cache.get(st, out.data(), s, 7);
+  CHECK_THROWS_WITH_AS(cache.get(st, out.data(), s, 8),
+                       doctest::Contains("stale feature boundary 1, student, batch 0: stored from weights version 7, "
+                                         "expected version 8"),
+                       lwcl::error);
+  CHECK_THROWS_WITH_AS(cache.get(st, out.data(), s), doctest::Contains("is a student feature"), lwcl::error);
+  CHECK_THROWS_WITH_AS(cache.try_get(st, tensor(out.data(), s), 3), doctest::Contains("stale feature"), lwcl::error);
+  std::vector<std::byte> raw(v.size() * 4);
+  CHECK_THROWS_WITH_AS(cache.read_raw(st, raw, 6), doctest::Contains("stale feature"), lwcl::error);
+  cache.get(te, out.data(), s);  // teacher features need no version
+  CHECK_THROWS_WITH_AS(cache.get(te, out.data(), s, 1), doctest::Contains("stale feature"), lwcl::error);
+
+  // A refresh: the upstream segment changed, the boundary's student features are recomputed.
+  CHECK(cache.invalidate(1, source::student) == 1);
+  cache.put(st, v.data(), s, 8);
+  cache.get(st, out.data(), s, 8);
+  CHECK(cache.version_of(st) == 8);
+}
+
+TEST_CASE("missing keys, wrong shapes and wrong dtypes are errors; hits and misses are counted") {
+  temp_dir dir("missing");
+  feature_cache<disk_exponent> cache(exponent_codec{}, dir.path);
+  const shape s{2, 3, 4};
+  std::vector<float> out(24);
+  const feature_key k{1, source::teacher, 2};
+  CHECK_THROWS_WITH_AS(cache.get(k, out.data(), s),
+                       doctest::Contains("no feature for boundary 1, teacher, batch 2 in the compressed<disk,exponent> store"),
+                       lwcl::error);
+  CHECK_FALSE(cache.try_get(k, tensor(out.data(), s)));
+  CHECK_THROWS_WITH_AS(cache.version_of(k), doctest::Contains("no feature"), lwcl::error);
+
+  const std::vector<float> v = activations(2, 3, 4, 3, false);
+  cache.put(k, v.data(), s, 0);
+  CHECK(cache.try_get(k, tensor(out.data(), s)));
+  CHECK_THROWS_WITH_AS(cache.get(k, out.data(), shape{2, 12}), doctest::Contains("holds f32[2, 3, 4], the output is f32[2, 12]"),
+                       lwcl::error);
+  std::vector<bf16> h(24);
+  CHECK_THROWS_WITH_AS(cache.get(k, tensor(h.data(), s)), doctest::Contains("without rounding"), lwcl::error);
+  std::vector<std::uint16_t> halfs(24);
+  CHECK_THROWS_WITH_AS(cache.put(k, tensor(halfs.data(), dtype::f16, s), 0), doctest::Contains("expected f32 or bf16"),
+                       lwcl::error);
+  CHECK_THROWS_WITH_AS(cache.put({-1, source::teacher, 0}, v.data(), s, 0), doctest::Contains("non-negative"), lwcl::error);
+
+  const cache_stats st = cache.stats();
+  CHECK(st.hits == 1);
+  CHECK(st.misses == 2);
+  CHECK(st.hit_rate() == doctest::Approx(1.0 / 3.0));
+}
+
+TEST_CASE("stores report their bytes to the memory tracker's tiers") {
+  const std::vector<float> v = activations(4, 8, 32, 9);
+  const shape s{4, 8, 32};
+  const std::size_t bytes = v.size() * 4;
+  {
+    const std::size_t before = memory().current(tier::host);
+    feature_cache<host_store<>> cache;
+    cache.put({0, source::teacher, 0}, v.data(), s, 0);
+    cache.put({0, source::teacher, 1}, v.data(), s, 0);
+    CHECK(memory().current(tier::host) == before + 2 * bytes);
+    cache.erase({0, source::teacher, 0});
+    CHECK(memory().current(tier::host) == before + bytes);
+    CHECK(cache.stats().store.peak_stored_bytes == 2 * bytes);
+    CHECK(cache.stats().store.stored_bytes == bytes);
+  }
+  temp_dir dir("tracker");
+  const std::size_t before = memory().current(tier::disk);
+  {
+    feature_cache<disk_store> cache(dir.path);
+    cache.put({0, source::teacher, 0}, v.data(), s, 0);
+    CHECK(memory().current(tier::disk) == before + bytes + feature_record_header_bytes);
+    CHECK(fs::file_size(cache.store().path_of({0, source::teacher, 0})) == bytes + feature_record_header_bytes);
+  }
+  CHECK(memory().current(tier::disk) == before);
+  {
+    feature_cache<disk_store> reopened(dir.path);  // counted again when the directory is reopened
+    CHECK(memory().current(tier::disk) == before + bytes + feature_record_header_bytes);
+  }
+}
+
+TEST_CASE("disk records written earlier are reopened, compressed ones too") {
+  temp_dir dir("reopen");
+  const std::vector<bf16> h = to_bf16(activations(3, 5, 64, 17));
+  const shape s{3, 5, 64};
+  {
+    feature_cache<disk_exponent> cache(exponent_codec{}, dir.path);
+    cache.put({4, source::student, 9}, h.data(), s, 123);
+  }
+  feature_cache<disk_exponent> cache(exponent_codec{}, dir.path);
+  CHECK(cache.keys() == std::vector<feature_key>{{4, source::student, 9}});
+  CHECK(cache.meta_of({4, source::student, 9}).enc == encoding::exponent);
+  std::vector<bf16> back(h.size());
+  cache.get({4, source::student, 9}, tensor(back.data(), s), 123);
+  CHECK(same_bits(h, back));
+  // The plain disk tier sees the encoded record and says how to read it.
+  feature_cache<disk_store> plain(dir.path);
+  CHECK_THROWS_WITH_AS(plain.get({4, source::student, 9}, tensor(back.data(), s), 123),
+                       doctest::Contains("is stored with encoding exponent"), lwcl::error);
+}
+
+TEST_CASE("truncated or corrupt disk records are errors naming the file") {
+  temp_dir dir("corrupt");
+  const shape s{2, 4, 16};
+  const std::vector<float> v = activations(2, 4, 16, 23);
+  std::vector<float> out(v.size());
+  const feature_key k{0, source::teacher, 0}, k2{0, source::teacher, 1};
+  feature_cache<disk_store> cache(dir.path);
+  cache.put(k, v.data(), s, 0);
+  cache.put(k2, v.data(), s, 0);
+  const fs::path p = cache.store().path_of(k);
+  const std::string good = slurp(p);
+  REQUIRE(good.size() == feature_record_header_bytes + v.size() * 4);
+
+  auto expect = [&](std::string bytes, const char* message) {
+    CAPTURE(message);
+    overwrite(p, bytes);
+    CHECK_THROWS_WITH_AS(cache.get(k, out.data(), s), doctest::Contains(message), lwcl::error);
+    CHECK_THROWS_WITH_AS(cache.get(k, out.data(), s), doctest::Contains(p.filename().string().c_str()), lwcl::error);
+  };
+  expect(good.substr(0, good.size() - 10), "declares a 512-byte payload but holds 502 bytes after the header");
+  expect(good + "xyz", "but holds 515 bytes");
+  expect(good.substr(0, 10), "is truncated: 10 bytes, fewer than the 128-byte header");
+  expect("", "is truncated: 0 bytes");
+  std::string b = good;
+  b[0] = 'X';
+  expect(b, "is not a feature record");
+  b = good;
+  b[8] = 2;
+  expect(b, "has format version 2, expected 1");
+  b = good;
+  b[33] = 4;  // dtype code of i32
+  expect(b, "has dtype code 4");
+  b = good;
+  b[35] = 7;
+  expect(b, "has rank 7");
+  b = good;
+  b[48] = 3;  // first extent 2 -> 3 without the byte counts following
+  expect(b, "declares 512 raw bytes, but f32[3, 4, 16] needs 768");
+  expect(slurp(cache.store().path_of(k2)).replace(24, 1, 1, '\x05'), "holds the record of boundary 0, teacher, batch 5");
+
+  // Reopening a directory with a damaged record fails at once, naming it.
+  overwrite(p, good.substr(0, 50));
+  const std::string truncated = p.filename().string() + "' is truncated";
+  CHECK_THROWS_WITH_AS(disk_store(dir.path), doctest::Contains(truncated.c_str()), lwcl::error);
+
+  // A compressed record cut short: the header no longer matches the file.
+  temp_dir dir2("corrupt_compressed");
+  feature_cache<disk_exponent> cc(exponent_codec{}, dir2.path);
+  const shape big{4, 16, 64};
+  const std::vector<float> vb = activations(4, 16, 64, 24);
+  std::vector<float> out_big(vb.size());
+  cc.put(k, vb.data(), big, 0);
+  REQUIRE(cc.meta_of(k).enc == encoding::exponent);
+  const fs::path pc = cc.store().inner().path_of(k);
+  const std::string cg = slurp(pc);
+  overwrite(pc, cg.substr(0, cg.size() - 1));
+  CHECK_THROWS_WITH_AS(cc.get(k, out_big.data(), big), doctest::Contains("bytes after the header"), lwcl::error);
+  // A consistent header over a damaged payload: the codec's own bounds catch it.
+  std::string bad = cg;
+  bad[feature_record_header_bytes + 8] = '\x01';  // element count inside the exponent payload
+  overwrite(pc, bad);
+  CHECK_THROWS_WITH_AS(cc.get(k, out_big.data(), big), doctest::Contains("exponent_codec: payload holds 4097 elements"),
+                       lwcl::error);
+}
+
+TEST_CASE("a write killed before its rename leaves a temporary file that reopening ignores") {
+  temp_dir dir("killed");
+  const shape s{1, 2, 8};
+  const std::vector<float> v1 = activations(1, 2, 8, 1, false), v2 = activations(1, 2, 8, 2, false);
+  const feature_key a{0, source::teacher, 0}, b{0, source::teacher, 1};
+  fs::path pa, pb;
+  {
+    feature_cache<disk_store> cache(dir.path);
+    cache.put(a, v1.data(), s, 0);
+    cache.put(b, v2.data(), s, 0);
+    pa = cache.store().path_of(a);
+    pb = cache.store().path_of(b);
+    // What a killed overwrite of a and a killed first write of c leave behind: complete or partial
+    // records under temporary names.
+    fs::copy_file(pb, pa.string() + ".tmp.4242.0");
+    const std::string partial = slurp(pb).substr(0, 70);
+    overwrite(cache.store().path_of({0, source::teacher, 2}).string() + ".tmp.4242.1", partial);
+    fs::remove(pb);  // b was never written, in this story
+  }
+  disk_store reopened(dir.path);
+  CHECK(reopened.removed_temporaries() == 2);
+  CHECK(reopened.keys() == std::vector<feature_key>{a});
+  std::vector<float> back(v1.size());
+  CHECK(reopened.read(a, std::as_writable_bytes(std::span<float>(back))).version == 0);
+  CHECK(same_bits(v1, back));
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    ++files;
+    CHECK(e.path().extension() == ".lwfc");
+  }
+  CHECK(files == 1);
+}
+
+TEST_CASE("the prefetcher delivers its plan in order and complete, for 1 to 4 threads and rings of 1 to 3") {
+  const shape s{2, 8, 32};
+  const auto n = static_cast<std::size_t>(s.numel());
+  feature_cache<hooked_store> cache;
+  // Reads take uneven times, so workers finish out of order.
+  cache.store().before_read = [](const feature_key& k) {
+    std::this_thread::sleep_for(std::chrono::microseconds(150 * ((k.batch * 7 + k.boundary) % 4)));
+  };
+  std::vector<prefetch_item> plan;
+  for (index_t boundary = 0; boundary < 2; ++boundary)
+    for (index_t batch = 0; batch < 6; ++batch) {
+      const feature_key t{boundary, source::teacher, batch}, st{boundary, source::student, batch};
+      cache.put(t, content_of(t, n).data(), s, 0);
+      cache.put(st, to_bf16(content_of(st, n)).data(), s, 5 + static_cast<std::uint64_t>(boundary));
+      plan.emplace_back(st, 5 + static_cast<std::uint64_t>(boundary));
+      plan.emplace_back(t);
+    }
+  const prefetch_item again0 = plan[0], again3 = plan[3];  // a key may come again (another epoch)
+  plan.push_back(again0);
+  plan.push_back(again3);
+
+  for (int threads = 1; threads <= 4; ++threads)
+    for (int ring = 1; ring <= 3; ++ring) {
+      CAPTURE(threads);
+      CAPTURE(ring);
+      prefetcher<hooked_store> pf(cache, plan, {threads, ring});
+      std::size_t i = 0;
+      bool all_match = true;
+      while (auto f = pf.next()) {
+        const prefetch_item& want = plan[i];
+        all_match = all_match && f->index == i && f->key == want.key;
+        if (want.key.src == source::teacher) {
+          const std::vector<float> got(f->data.ptr<float>(), f->data.ptr<float>() + n);
+          all_match = all_match && same_bits(got, content_of(want.key, n)) && f->meta.version == 0;
+        } else {
+          const std::vector<bf16> got(f->data.ptr<bf16>(), f->data.ptr<bf16>() + n);
+          all_match = all_match && same_bits(got, to_bf16(content_of(want.key, n))) && f->meta.version == *want.expected_version;
+        }
+        all_match = all_match && f->data.shape == s;
+        ++i;
+      }
+      CHECK(all_match);
+      CHECK(i == plan.size());
+      CHECK_FALSE(pf.next().has_value());
+      const prefetch_stats st = pf.stats();
+      CHECK(st.delivered == plan.size());
+      CHECK(st.planned == plan.size());
+      CHECK(st.max_depth <= static_cast<std::size_t>(ring));
+      CHECK(st.ready == 0);
+      CHECK(st.bytes_delivered == (plan.size() / 2) * n * 6 + (plan.size() % 2) * n * 2);
+    }
+}
+
+TEST_CASE("prefetch workers' errors surface as lwcl::error from next() at the failing item") {
+  const shape s{1, 4, 8};
+  const auto n = static_cast<std::size_t>(s.numel());
+  feature_cache<hooked_store> cache;
+  std::vector<prefetch_item> plan;
+  for (index_t b = 0; b < 6; ++b) {
+    const feature_key k{0, source::student, b};
+    cache.put(k, content_of(k, n).data(), s, 1);
+    plan.emplace_back(k, 1);
+  }
+
+  SUBCASE("a missing key") {
+    plan[3] = prefetch_item({0, source::student, 99}, 1);
+    prefetcher<hooked_store> pf(cache, plan, {3, 2});
+    for (int i = 0; i < 3; ++i) CHECK(pf.next().has_value());
+    CHECK_THROWS_WITH_AS(pf.next(), doctest::Contains("prefetcher: item 3 of 6 (boundary 0, student, batch 99): feature_cache: no feature"),
+                         lwcl::error);
+    CHECK_THROWS_WITH_AS(pf.next(), doctest::Contains("item 3 of 6"), lwcl::error);  // and again
+  }
+  SUBCASE("a stale version") {
+    plan[1].expected_version = 2;
+    prefetcher<hooked_store> pf(cache, plan, {2, 3});
+    CHECK(pf.next().has_value());
+    CHECK_THROWS_WITH_AS(pf.next(), doctest::Contains("stale feature"), lwcl::error);
+  }
+  SUBCASE("a student key without a version") {
+    plan[0].expected_version.reset();
+    prefetcher<hooked_store> pf(cache, plan, {1, 1});
+    CHECK_THROWS_WITH_AS(pf.next(), doctest::Contains("is a student feature"), lwcl::error);
+  }
+  SUBCASE("an exception of another type from the store") {
+    cache.store().before_read = [](const feature_key& k) {
+      if (k.batch == 4) throw std::runtime_error("disk on fire");
+    };
+    prefetcher<hooked_store> pf(cache, plan, {4, 3});
+    for (int i = 0; i < 4; ++i) CHECK(pf.next().has_value());
+    CHECK_THROWS_WITH_AS(pf.next(), doctest::Contains("item 4 of 6 (boundary 0, student, batch 4): disk on fire"), lwcl::error);
+  }
+  CHECK_THROWS_WITH_AS(prefetcher<hooked_store>(cache, plan, {0, 2}), doctest::Contains("0 threads"), lwcl::error);
+  CHECK_THROWS_WITH_AS(prefetcher<hooked_store>(cache, plan, {1, 0}), doctest::Contains("a ring of 0 buffers"), lwcl::error);
+}
+
+TEST_CASE("the prefetcher counts the trainer's stalls and the ring's depth") {
+  const shape s{1, 4, 8};
+  const auto n = static_cast<std::size_t>(s.numel());
+  feature_cache<hooked_store> cache;
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  cache.store().before_read = [&](const feature_key&) {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return open; });
+  };
+  std::vector<prefetch_item> plan;
+  for (index_t b = 0; b < 5; ++b) {
+    const feature_key k{1, source::teacher, b};
+    cache.put(k, content_of(k, n).data(), s, 0);
+    plan.emplace_back(k);
+  }
+  prefetcher<hooked_store> pf(cache, plan, {2, 3});
+  // Nothing can be staged while the gate is shut: the first next() waits until it opens.
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    std::lock_guard lock(m);
+    open = true;
+    cv.notify_all();
+  });
+  const timer t;
+  CHECK(pf.next().has_value());
+  const double waited = t.seconds();
+  opener.join();
+  prefetch_stats st = pf.stats();
+  CHECK(st.stalls == 1);
+  CHECK(st.stall_seconds >= 0.04);
+  CHECK(st.stall_seconds <= waited + 1e-6);
+
+  // Once the ring has filled (the item held by the trainer aside), next() does not stall.
+  pf.release();
+  const timer deadline;
+  while (pf.ready() < 3 && deadline.seconds() < 10) std::this_thread::yield();
+  REQUIRE(pf.ready() == 3);
+  CHECK(pf.next().has_value());
+  CHECK(pf.next().has_value());
+  st = pf.stats();
+  CHECK(st.stalls == 1);
+  CHECK(st.max_depth == 3);
+  CHECK(st.mean_depth > 1.0);
+  CHECK(st.staging_bytes == 3 * n * 4);
+  CHECK(st.work_seconds > 0);
+}
+
+TEST_CASE("a prefetcher stopped with work pending shuts down cleanly") {
+  const shape s{1, 2, 4};
+  feature_cache<host_store<>> cache;
+  std::vector<prefetch_item> plan;
+  for (index_t b = 0; b < 40; ++b) {
+    const feature_key k{0, source::teacher, b};
+    cache.put(k, content_of(k, 8).data(), s, 0);
+    plan.emplace_back(k);
+  }
+  for (int threads = 1; threads <= 4; ++threads) {
+    { prefetcher<host_store<>> untouched(cache, plan, {threads, 2}); }
+    prefetcher<host_store<>> pf(cache, plan, {threads, 2});
+    CHECK(pf.next().has_value());
+    CHECK(pf.next().has_value());
+  }
+  // An empty plan ends at once.
+  prefetcher<host_store<>> empty(cache, {}, {2, 2});
+  CHECK_FALSE(empty.next().has_value());
+}
+
+// Codec throughput on activation-sized features, for docs/feature-cache.md. Skipped by default (speed
+// is measured, not asserted); run it with
+//   build/host/tests/test_distill -tc='*throughput*' --no-skip
+TEST_CASE("codec throughput on activations (measurement)" * doctest::skip()) {
+  const std::size_t B = 8, T = 512, C = 1024;
+  const std::vector<float> f = activations(B, T, C, 77, false);
+  const std::vector<bf16> h = to_bf16(f);
+  const auto measure = [&](const auto& codec, auto& v, const char* label) {
+    using T_ = typename std::remove_reference_t<decltype(v)>::value_type;
+    const auto raw = bytes_of(v);
+    std::vector<std::byte> enc;
+    std::vector<T_> back(v.size());
+    const int reps = 3;
+    double te = 1e30, td = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      timer t;
+      codec.encode(dtype_of_v<T_>, raw, enc);
+      te = std::min(te, t.seconds());
+      t.reset();
+      codec.decode(dtype_of_v<T_>, enc, std::as_writable_bytes(std::span<T_>(back)));
+      td = std::min(td, t.seconds());
+    }
+    CHECK(same_bits(v, back));
+    std::ostringstream os;
+    os.setf(std::ios::fixed);
+    os.precision(3);
+    os << label << " " << dtype_name(dtype_of_v<T_>) << ": ratio " << static_cast<double>(raw.size()) / static_cast<double>(enc.size());
+    os.precision(0);
+    os << ", encode " << static_cast<double>(raw.size()) / te / 1e6 << " MB/s, decode "
+       << static_cast<double>(raw.size()) / td / 1e6 << " MB/s";
+    MESSAGE(os.str());
+  };
+  for (int level : {-3, 1, 3, 9}) {
+    const zstd_codec z(level);
+    const std::string label = "zstd level " + std::to_string(level);
+    measure(z, f, label.c_str());
+    measure(z, h, label.c_str());
+  }
+  measure(exponent_codec{}, f, "exponent");
+  measure(exponent_codec{}, h, "exponent");
+}
