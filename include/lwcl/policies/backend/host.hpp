@@ -1,0 +1,29 @@
+#pragma once
+// The host backend as a bundle's backend policy: a tag naming backend::host<Gemm> (OpenMP kernels,
+// GEMMs through the Gemm provider, OpenBLAS by default), the default backend of every bundle.
+
+#include <string_view>
+
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/name.hpp"
+
+namespace lwcl::policies::backend {
+
+namespace detail {
+struct host_head {
+  static constexpr std::string_view name = "host";
+};
+}  // namespace detail
+
+template <class Gemm = lwcl::gemm::openblas>
+struct host {
+  using type = lwcl::backend::host<Gemm>;
+  static constexpr std::string_view name = policies::detail::template_name<detail::host_head, Gemm>::value;
+  static constexpr bool is_device = false;
+};
+static_assert(backend_policy<host<>>);
+static_assert(backend_interface<host<>::type>);
+static_assert(host<>::name == "host<openblas>");
+
+}  // namespace lwcl::policies::backend
