@@ -7,19 +7,8 @@
 set -euo pipefail
 build=$1 src=$2 work=$3
 rm -rf "$work"
-mkdir -p "$work/corpus/docs"
-cp "$src"/docs/*.md "$work/corpus/docs/"
-cp "$src/README.md" "$work/corpus/README.md"
-{
-  echo '{"documents": ['
-  sep=""
-  for f in "$work"/corpus/docs/*.md; do
-    printf '%s{"path": "docs/%s", "split": "train"}\n' "$sep" "$(basename "$f")"
-    sep=","
-  done
-  echo ',{"path": "README.md", "split": "validation"}]}'
-} > "$work/corpus/manifest.json"
-"$build/experiments/prepare_data" --corpus "$work/corpus" --out "$work/data" --vocab 320 >/dev/null 2>&1
+source "$src/tests/support/docs_corpus.sh"
+make_docs_data "$build" "$src" "$work"
 "$build/experiments/train_teacher" --data "$work/data" --out "$work/teacher" --family llama --quiet --width 64 --layers 4 \
   --heads 8 --kv-heads 2 --ffn 96 --seq 32 --batch 8 --steps 30 >/dev/null
 

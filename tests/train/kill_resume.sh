@@ -7,19 +7,8 @@
 set -euo pipefail
 build=$1 src=$2 work=$3
 rm -rf "$work"
-mkdir -p "$work/corpus/docs"
-cp "$src"/docs/*.md "$work/corpus/docs/"
-cp "$src/README.md" "$work/corpus/README.md"
-{
-  echo '{"documents": ['
-  sep=""
-  for f in "$work"/corpus/docs/*.md; do
-    printf '%s{"path": "docs/%s", "split": "train"}\n' "$sep" "$(basename "$f")"
-    sep=","
-  done
-  echo ',{"path": "README.md", "split": "validation"}]}'
-} > "$work/corpus/manifest.json"
-"$build/experiments/prepare_data" --corpus "$work/corpus" --out "$work/data" --vocab 320 >/dev/null
+source "$src/tests/support/docs_corpus.sh"
+make_docs_data "$build" "$src" "$work"
 
 steps=40
 train=("$build/experiments/train_teacher" --data "$work/data" --quiet --width 64 --layers 2 --heads 4 --ffn 128
