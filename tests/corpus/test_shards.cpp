@@ -41,6 +41,8 @@ TEST_CASE("shards round-trip tokens at 2- and 4-byte widths") {
   }
   CHECK_THROWS_WITH_AS(data::write_shard(temp_path("bad.bin"), {1, 2, 300}, 300),
                        doctest::Contains("token 300 at position 2 is outside the vocabulary of 300"), lwcl::error);
+  CHECK_FALSE(std::filesystem::exists(temp_path("bad.bin") + ".tmp"));  // nothing left behind
+  CHECK_FALSE(std::filesystem::exists(temp_path("bad.bin")));
 }
 
 TEST_CASE("malformed shards raise lwcl::error naming the problem") {

@@ -27,8 +27,12 @@ inline constexpr std::size_t shard_header_bytes = 32;
 inline void write_shard(const std::string& path, const std::vector<std::int32_t>& tokens, std::uint64_t vocab_size) {
   check(vocab_size > 0, "write_shard: vocab size must be positive");
   const std::uint32_t width = vocab_size <= 65536 ? 2 : 4;
+  // Every token is checked before anything is written, so bad input leaves no file behind.
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    check(tokens[i] >= 0 && static_cast<std::uint64_t>(tokens[i]) < vocab_size, "write_shard: token ", tokens[i],
+          " at position ", i, " is outside the vocabulary of ", vocab_size);
   const std::string tmp = path + ".tmp";
-  {
+  try {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     check(out.good(), "write_shard: cannot open '", tmp, "' for writing");
     const std::uint32_t version = 1;
@@ -38,19 +42,21 @@ inline void write_shard(const std::string& path, const std::vector<std::int32_t>
     out.write(reinterpret_cast<const char*>(&width), 4);
     out.write(reinterpret_cast<const char*>(&vocab_size), 8);
     out.write(reinterpret_cast<const char*>(&count), 8);
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      check(tokens[i] >= 0 && static_cast<std::uint64_t>(tokens[i]) < vocab_size, "write_shard: token ", tokens[i],
-            " at position ", i, " is outside the vocabulary of ", vocab_size);
+    for (const std::int32_t token : tokens) {
       if (width == 2) {
-        const auto t = static_cast<std::uint16_t>(tokens[i]);
+        const auto t = static_cast<std::uint16_t>(token);
         out.write(reinterpret_cast<const char*>(&t), 2);
       } else {
-        const auto t = static_cast<std::uint32_t>(tokens[i]);
+        const auto t = static_cast<std::uint32_t>(token);
         out.write(reinterpret_cast<const char*>(&t), 4);
       }
     }
     out.flush();
     check(out.good(), "write_shard: writing '", tmp, "' failed");
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
   }
   std::filesystem::rename(tmp, path);
 }
