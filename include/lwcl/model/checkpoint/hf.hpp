@@ -193,40 +193,49 @@ void load_weights(Net& net, const std::string& dir) {
   const auto& layout = net.layout();
   tensor_source src(dir);
   const std::string prefix = name_prefix(cfg.fam, src);
-  std::vector<double> staging(static_cast<std::size_t>(layout.numel()), 0.0);
-  std::vector<double> tmp;
-  for (const auto& e : layout.entries()) {
-    auto s = source_for(cfg, e.name);
-    s.name = prefix + s.name;
-    const auto& file = src.file_of(s.name);
-    const auto& info = file.entry(s.name);
-    tmp.resize(static_cast<std::size_t>(info.dims.numel()));
-    file.template read<double>(s.name, info.dims, tmp.data());
-    double* out = staging.data() + e.offset;
-    const index_t n = e.shape.numel();
-    if (e.shape.rank() == 1) {
-      const index_t first = s.first, count = s.count < 0 ? info.dims.numel() : s.count;
-      check(info.dims.rank() == 1 && count == n && first + count <= info.dims[0], "checkpoint: '", s.name, "' has shape ",
-            info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str());
-      for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(first + i)];
-    } else if (!s.transpose) {
-      check(info.dims == e.shape, "checkpoint: '", s.name, "' has shape ", info.dims.str(), ", expected ", e.shape.str(),
-            " for lwcl's '", e.name, "'");
-      for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(i)];
-    } else {
-      // Conv1D (in, out): lwcl's (out_slice, in) is rows [first, first + rows) of the transpose.
-      const index_t rows = e.shape[0], cols = e.shape[1];
-      check(info.dims.rank() == 2 && info.dims[0] == cols && s.first + rows <= info.dims[1], "checkpoint: '", s.name,
-            "' has shape ", info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str(), " transposed");
-      const index_t width = info.dims[1];
-      for (index_t r = 0; r < rows; ++r)
-        for (index_t c = 0; c < cols; ++c) out[r * cols + c] = tmp[static_cast<std::size_t>(c * width + s.first + r)];
-    }
-  }
+  // Converted once, straight into the model's dtype: F16, BF16 and F32 widen exactly; F64 into an f32
+  // model rounds once.
   ops::dispatch_float("load_hf_weights", net.type(), [&](auto z) {
     using T = decltype(z);
-    std::vector<T> host(staging.begin(), staging.end());
-    net.backend().from_host(net.params().data, host.data(), host.size() * sizeof(T));
+    std::vector<T> staging(static_cast<std::size_t>(layout.numel()), T(0));
+    std::vector<T> tmp;
+    std::string tmp_name;  // the Hugging Face tensor in tmp: GPT-2's fused c_attn feeds q, k and v in turn
+    for (const auto& e : layout.entries()) {
+      auto s = source_for(cfg, e.name);
+      s.name = prefix + s.name;
+      const auto& file = src.file_of(s.name);
+      const auto& info = file.entry(s.name);
+      if (s.name != tmp_name) {
+        tmp.resize(static_cast<std::size_t>(info.dims.numel()));
+        file.template read<T>(s.name, info.dims, tmp.data());
+        tmp_name = s.name;
+      }
+      T* out = staging.data() + e.offset;
+      const index_t n = e.shape.numel();
+      if (e.shape.rank() == 1) {
+        const index_t first = s.first, count = s.count < 0 ? info.dims.numel() : s.count;
+        check(info.dims.rank() == 1 && count == n && first + count <= info.dims[0], "checkpoint: '", s.name, "' has shape ",
+              info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str());
+        for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(first + i)];
+      } else if (!s.transpose) {
+        check(info.dims == e.shape, "checkpoint: '", s.name, "' has shape ", info.dims.str(), ", expected ", e.shape.str(),
+              " for lwcl's '", e.name, "'");
+        for (index_t i = 0; i < n; ++i) out[i] = tmp[static_cast<std::size_t>(i)];
+      } else {
+        // Conv1D (in, out): lwcl's (out_slice, in) is rows [first, first + rows) of the transpose.
+        const index_t rows = e.shape[0], cols = e.shape[1];
+        check(info.dims.rank() == 2 && info.dims[0] == cols && s.first + rows <= info.dims[1], "checkpoint: '", s.name,
+              "' has shape ", info.dims.str(), ", which does not hold lwcl's '", e.name, "' ", e.shape.str(), " transposed");
+        const index_t width = info.dims[1];
+        constexpr index_t tile = 32;  // tiles keep both the strided reads and the writes in cache
+        for (index_t r0 = 0; r0 < rows; r0 += tile)
+          for (index_t c0 = 0; c0 < cols; c0 += tile)
+            for (index_t r = r0; r < std::min(rows, r0 + tile); ++r)
+              for (index_t c = c0; c < std::min(cols, c0 + tile); ++c)
+                out[r * cols + c] = tmp[static_cast<std::size_t>(c * width + s.first + r)];
+      }
+    }
+    net.backend().from_host(net.params().data, staging.data(), staging.size() * sizeof(T));
   });
 }
 
