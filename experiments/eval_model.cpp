@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "lwcl/core/fs.hpp"
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
@@ -20,14 +21,6 @@
 using namespace lwcl;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "eval_model: cannot read '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 tokenizer::byte_bpe load_tokenizer(const std::filesystem::path& dir) {
   if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt"))

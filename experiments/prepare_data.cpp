@@ -14,21 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lwcl/core/fs.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/shards.hpp"
 #include "lwcl/model/tokenizer/bpe_trainer.hpp"
 
 using namespace lwcl;
 
-namespace {
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "prepare_data: cannot read '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl prepare_data: BPE vocabulary from the training split, token shards for every split"};
@@ -78,8 +70,7 @@ int main(int argc, char** argv) {
       std::printf("prepare_data: %-10s %3zu documents, %9zu bytes -> %8zu tokens (%.2f bytes/token)\n", split,
                   docs[split].size(), bytes, ids.size(), ids.empty() ? 0.0 : static_cast<double>(bytes) / static_cast<double>(ids.size()));
     }
-    std::ofstream(out + "/summary.json.tmp") << summary.dump(2) << '\n';
-    fs::rename(out + "/summary.json.tmp", out + "/summary.json");
+    write_text_atomic(out + "/summary.json", summary.dump(2) + "\n");
     std::printf("prepare_data: wrote %s/ in %.1f s\n", out.c_str(), clock.seconds());
     return 0;
   } catch (const lwcl::error& e) {

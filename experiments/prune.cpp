@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lwcl/core/fs.hpp"
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/loader.hpp"
@@ -233,12 +234,7 @@ int main(int argc, char** argv) {
     summary["perplexity_after"] = after.perplexity();
     summary["perplexity_protocol"] = after.protocol();
     const auto path = (fs::path(out) / "summary.json").string();
-    {
-      std::ofstream f(path + ".tmp");
-      f << summary.dump(2) << '\n';
-      check(f.good(), "prune: writing '", path, ".tmp' failed");
-    }
-    fs::rename(path + ".tmp", path);
+    write_text_atomic(path, summary.dump(2) + "\n");
     std::printf("prune: wrote %s/model and %s\n", out.c_str(), path.c_str());
     return 0;
   } catch (const lwcl::error& e) {

@@ -530,7 +530,7 @@ TEST_CASE("cuda: embedding forward and backward match the host backend, with and
   }
 }
 
-TEST_CASE("cuda: add, accumulate, scale and copy match the host backend") {
+TEST_CASE("cuda: add, accumulate, scale, mix and copy match the host backend") {
   const index_t n = 12345;
   const shape s{5, n / 5};
   const auto x = randn(n, 141), y = randn(n, 142), z = randn(n, 143);
@@ -546,12 +546,15 @@ TEST_CASE("cuda: add, accumulate, scale and copy match the host backend") {
     ops::scale(be, scaled, -0.375);
     const tensor copied = a.template zeros<float>(s);
     ops::copy(be, copied, tb);
+    const tensor mixed = a.template zeros<float>(s);
+    ops::mix(be, mixed, ta, tb, 0.3);
     results r;
     r.add("add", a.get(out), fwd_tol);
     r.add("add in place", a.get(in_place), fwd_tol);
     r.add("accumulate", a.get(acc), fwd_tol);
     r.add("scale", a.get(scaled), fwd_tol);
     r.add("copy", a.get(copied), exact);
+    r.add("mix", a.get(mixed), fwd_tol);
     return r;
   });
 }

@@ -404,7 +404,7 @@ TEST_CASE("missing keys, wrong shapes and wrong dtypes are errors; hits and miss
   std::vector<bf16> h(24);
   CHECK_THROWS_WITH_AS(cache.get(k, tensor(h.data(), s)), doctest::Contains("without rounding"), lwcl::error);
   std::vector<std::uint16_t> halfs(24);
-  CHECK_THROWS_WITH_AS(cache.put(k, tensor(halfs.data(), dtype::f16, s), 0), doctest::Contains("expected f32 or bf16"),
+  CHECK_THROWS_WITH_AS(cache.put(k, tensor(halfs.data(), dtype::f16, s), 0), doctest::Contains("expected f32, bf16 or f64"),
                        lwcl::error);
   CHECK_THROWS_WITH_AS(cache.put({-1, source::teacher, 0}, v.data(), s, 0), doctest::Contains("non-negative"), lwcl::error);
 

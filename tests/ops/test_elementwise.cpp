@@ -40,6 +40,14 @@ TEST_CASE_TEMPLATE("add, accumulate, scale and copy compute exactly what they sa
   std::vector<T> copied(c.n);
   ops::copy(c.be, c.t(copied), c.t(c.a));
   CHECK(copied == c.a);
+
+  std::vector<T> m(c.n);
+  ops::mix(c.be, c.t(m), c.t(c.a), c.t(c.b), 0.25);
+  for (std::size_t i = 0; i < c.n; ++i) CHECK(m[i] == static_cast<T>(0.75) * c.a[i] + static_cast<T>(0.25) * c.b[i]);
+  ops::mix(c.be, c.t(m), c.t(c.a), c.t(c.b), 0.0);  // the ends of a ramp give either input bit for bit
+  CHECK(m == c.a);
+  ops::mix(c.be, c.t(m), c.t(c.a), c.t(c.b), 1.0);
+  CHECK(m == c.b);
 }
 
 TEST_CASE("add may write into either of its inputs") {
@@ -109,6 +117,10 @@ TEST_CASE("element-wise ops reject mismatched shapes, dtypes, empty input and pa
   CHECK_THROWS_WITH_AS(ops::copy(c.be, tensor(d.data(), c.s), c.t(c.a)), doctest::Contains("copy: dst has dtype f64, expected f32"),
                        lwcl::error);
   CHECK_THROWS_WITH_AS(ops::copy(c.be, c.t(c.out), tensor()), doctest::Contains("copy: src is empty"), lwcl::error);
+  CHECK_THROWS_WITH_AS(ops::mix(c.be, c.t(c.out), c.t(c.a), c.t(c.b), 1.5),
+                       doctest::Contains("mix: ratio 1.5, expected a value in [0, 1]"), lwcl::error);
+  CHECK_THROWS_WITH_AS(ops::mix(c.be, c.t(c.out), c.t(c.a), tensor(c.b.data(), flat), 0.5),
+                       doctest::Contains("mix: b has shape [105], expected [3, 5, 7]"), lwcl::error);
   CHECK_THROWS_WITH_AS(ops::copy(c.be, tensor(c.a.data() + 1, {10}), tensor(c.a.data(), {10})),
                        doctest::Contains("copy: dst and src overlap partly (40 bytes each, 4 bytes apart)"), lwcl::error);
 }

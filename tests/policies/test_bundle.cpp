@@ -29,7 +29,7 @@ TEST_CASE("make_policies fills every optional slot with its documented default")
   static_assert(std::is_same_v<set::segmentation_type, p::segmentation::uniform<1>>);
   static_assert(std::is_same_v<set::curriculum_type, p::curriculum::two_stage<>>);
   static_assert(std::is_same_v<set::pruning_type, p::pruning::magnitude_l2>);
-  static_assert(std::is_same_v<set::cache_type, p::cache::recompute>);
+  static_assert(std::is_same_v<set::cache_type, p::cache::host>);
   static_assert(std::is_same_v<set::loss_type, p::loss::nmse>);
   static_assert(std::is_same_v<set::backend_policy_type, p::backend::host<>>);
   static_assert(std::is_same_v<set::backend_type, backend::cpu>);
@@ -37,7 +37,7 @@ TEST_CASE("make_policies fills every optional slot with its documented default")
   CHECK(describe(ps) == std::map<std::string, std::string>{{"segmentation", "uniform<1>"},
                                                            {"curriculum", "two_stage"},
                                                            {"pruning", "magnitude_l2"},
-                                                           {"cache", "recompute"},
+                                                           {"cache", "host"},
                                                            {"loss", "nmse"},
                                                            {"backend", "host<openblas>"}});
 }
@@ -60,7 +60,7 @@ TEST_CASE("make_policies keeps each given policy with its runtime values, in any
   CHECK(d.at("segmentation") == "explicit_boundaries");
   CHECK(d.at("curriculum") == "curriculum<easy_to_hard,ramp,doubling>");
   CHECK(d.at("pruning") == "random");
-  CHECK(d.at("cache") == "recompute");
+  CHECK(d.at("cache") == "host");
   CHECK(d.at("loss") == "cosine");
   CHECK(d.at("backend") == "cuda");
   CHECK(d.size() == 6);
@@ -97,8 +97,8 @@ TEST_CASE("sweep carries each alternative's runtime values") {
 static_assert(p::segmentation_policy<p::segmentation::uniform<4>> &&
               p::segmentation_policy<p::segmentation::explicit_boundaries>);
 static_assert(p::pruning_criterion<p::pruning::wanda_sp> && !p::pruning_criterion<p::loss::nmse>);
-static_assert(p::cache_policy<p::cache::recompute> && !p::cache_policy<p::loss::nmse>);
+static_assert(p::cache_policy<p::cache::host> && !p::cache_policy<p::loss::nmse>);
 static_assert(p::backend_policy<p::backend::host<>> && p::backend_policy<p::backend::cuda> &&
-              !p::backend_policy<p::cache::recompute>);
+              !p::backend_policy<p::cache::host>);
 static_assert(!p::segmentation_policy<p::pruning::magnitude_l2> && !p::loss_policy<p::curriculum::two_stage<>>);
 static_assert(p::backend_interface<backend::cpu> && !p::backend_interface<p::backend::host<>>);

@@ -2,12 +2,15 @@
 // JSON-lines metrics: one JSON object per line, flushed as written, so a killed run keeps every line it
 // logged and a plot script can read the file while the run goes on.
 
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
 
 namespace lwcl {
 
@@ -18,11 +21,16 @@ class metrics_writer {
   explicit metrics_writer(const std::string& path, bool append = false) { open(path, append); }
 
   void open(const std::string& path, bool append = false) {
+    close();
+    out_.clear();
     out_.open(path, append ? std::ios::app : std::ios::trunc);
     check(out_.good(), "metrics_writer: cannot open '", path, "' for writing");
     path_ = path;
   }
   bool is_open() const { return out_.is_open(); }
+  void close() {
+    if (out_.is_open()) out_.close();
+  }
 
   void write(const nlohmann::json& record) {
     check(out_.is_open(), "metrics_writer: write before open");
@@ -35,5 +43,24 @@ class metrics_writer {
   std::ofstream out_;
   std::string path_;
 };
+
+// A metrics file after a resume: drops the records whose `key` is past `last` (the resumed run writes
+// them again) and lines cut by the kill; other records stay.
+inline void truncate_metrics(const std::filesystem::path& path, const std::string& key, long last) {
+  if (!std::filesystem::exists(path)) return;
+  std::istringstream in(read_text(path));
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains(key) && j[key].get<long>() > last) continue;
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    kept += line + '\n';
+  }
+  write_text_atomic(path, kept);
+}
 
 }  // namespace lwcl

@@ -40,6 +40,9 @@ class batch_loader {
     }
   }
 
+  index_t batch_size() const { return B_; }
+  index_t seq_len() const { return T_; }
+
  private:
   const shard& shard_;
   index_t B_, T_;

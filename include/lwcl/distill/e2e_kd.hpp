@@ -1,8 +1,9 @@
 #pragma once
 // End-to-end knowledge distillation, the baseline layer-wise recovery is compared with: teacher and
 // student both resident, the student trained on the temperature-scaled KL divergence from the
-// teacher's next-token distribution, over fresh training batches, with AdamW and global-norm
-// clipping, under a step and/or wall-clock budget.
+// teacher's next-token distribution (plus, optionally, a weighted MSE between the two models' last
+// hidden states), over fresh training batches, with AdamW and global-norm clipping, under a step
+// and/or wall-clock budget.
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +27,9 @@ struct e2e_options {
   long steps = 200;
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.0;
   double temperature = 1.0;
+  double hidden_mse_weight = 0.0;  // > 0: add w * mse(student h_L, teacher h_L) (needs equal widths)
   double clip = 1.0;
+  std::uint64_t first_batch = 0;   // batches first_batch, first_batch + 1, ... of the loader
   double time_budget_seconds = 0;  // > 0: stop when the wall clock passes it
   bool progress_bar = true;
 };
@@ -48,6 +51,10 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   check(teacher.config().vocab == student.config().vocab, "train_e2e_kd: teacher vocabulary ", teacher.config().vocab,
         " != student vocabulary ", student.config().vocab);
   check(opt.steps >= 1, "train_e2e_kd: steps must be at least 1");
+  check(opt.hidden_mse_weight >= 0, "train_e2e_kd: hidden_mse_weight is ", opt.hidden_mse_weight, ", expected >= 0");
+  const bool hidden = opt.hidden_mse_weight > 0;
+  check(!hidden || teacher.config().d_model == student.config().d_model, "train_e2e_kd: a hidden-state MSE needs equal "
+        "widths, the teacher has ", teacher.config().d_model, " and the student ", student.config().d_model);
   const index_t V = student.config().vocab;
   optim::adamw_config oc;
   oc.lr = opt.lr;
@@ -57,6 +64,11 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
   owned_tensor<Backend> tlogits(be, student.type(), {B, T, V}), dlogits(be, student.type(), {B, T, V}),
       scratch(be, student.type(), {2 * B * T});
+  owned_tensor<Backend> thidden, dhidden;
+  if (hidden) {
+    thidden = owned_tensor<Backend>(be, student.type(), {B, T, student.config().d_model});
+    dhidden = owned_tensor<Backend>(be, student.type(), {B, T, student.config().d_model});
+  }
   buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
   std::vector<std::int32_t> ids, targets;
   std::unique_ptr<progress> bar;
@@ -72,18 +84,24 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
       const double per_step = clock.seconds() / 3.0;
       sched.total_steps = std::min(opt.steps, 3 + static_cast<long>((opt.time_budget_seconds - clock.seconds()) / std::max(per_step, 1e-9)));
     }
-    loader.batch(static_cast<std::uint64_t>(s - 1), ids, targets);
+    loader.batch(opt.first_batch + static_cast<std::uint64_t>(s - 1), ids, targets);
     be.from_host(tok.data(), ids.data(), tok.bytes());
     const tensor tokens(tok.data(), dtype::i32, {B, T});
     double loss = 0;
     try {
       ops::copy(be, tlogits.view(), teacher.forward_logits(tokens));
+      if (hidden) ops::copy(be, thidden.view(), teacher.last_hidden());
       const tensor slogits = student.forward_logits(tokens);
       be.fill_zero(dlogits.view().data, dlogits.view().bytes());
       loss = ops::logit_kl_loss(be, dlogits.view(), scratch.view(), slogits, tlogits.view(), opt.temperature);
+      if (hidden) {
+        be.fill_zero(dhidden.view().data, dhidden.view().bytes());
+        loss += opt.hidden_mse_weight * ops::mse_loss(be, dhidden.view(), scratch.view(), student.last_hidden(),
+                                                      thidden.view(), opt.hidden_mse_weight);
+      }
       check(std::isfinite(loss), "the loss is ", loss);
       student.zero_grad();
-      student.backward_logits(dlogits.view());
+      student.backward_logits(dlogits.view(), hidden ? dhidden.view() : tensor());
       optim::clip_grad_norm(be, student.grads(), opt.clip);
       adam.step(student.grads(), sched.lr(s));
     } catch (const lwcl::error& e) {
@@ -99,7 +117,8 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   if (bar) bar->finish();
   const std::size_t sp = student.params().bytes();
   res.peak_compute_bytes = teacher.params().bytes() + teacher.activation_bytes() + 4 * sp + student.activation_bytes() +
-                           tlogits.view().bytes() + dlogits.view().bytes() + scratch.view().bytes();
+                           tlogits.view().bytes() + dlogits.view().bytes() + scratch.view().bytes() +
+                           (hidden ? thidden.view().bytes() + dhidden.view().bytes() : 0);
   res.seconds = clock.seconds();
   return res;
 }

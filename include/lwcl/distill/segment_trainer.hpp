@@ -2,13 +2,16 @@
 // One student segment trained on its own: the student layers [first, last) as a block_stack over
 // buffers that hold only that segment's parameters, gradients and AdamW moments, learning to map an
 // input feature (teacher or student boundary feature) to the teacher's feature at the segment's end
-// with a feature loss. Nothing else of the student or the teacher is resident while it trains.
+// with a feature loss (a loss policy: policies/loss/). Nothing else of the student or the teacher is
+// resident while it trains.
 
 #include <algorithm>
+#include <istream>
+#include <ostream>
+#include <utility>
 #include <cmath>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "lwcl/core/error.hpp"
@@ -16,29 +19,31 @@
 #include "lwcl/ops/distill_loss.hpp"
 #include "lwcl/optim/adamw.hpp"
 #include "lwcl/optim/clip.hpp"
+#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/loss/nmse.hpp"
 
 namespace lwcl::distill {
 
-enum class feature_loss { mse, nmse, cosine };
+// What a segment holds while it trains, by purpose; total() is resident_bytes().
+struct segment_memory_use {
+  std::size_t parameters = 0, gradients = 0, optimizer = 0, activations = 0, work = 0;
+  std::size_t total() const { return parameters + gradients + optimizer + activations + work; }
+};
 
-inline std::string_view feature_loss_name(feature_loss l) {
-  switch (l) {
-    case feature_loss::mse: return "mse";
-    case feature_loss::nmse: return "nmse";
-    case feature_loss::cosine: return "cosine";
-  }
-  return "?";
-}
-
-template <class Backend>
+template <class Backend, policies::loss_policy Loss = policies::loss::nmse>
 class segment_trainer {
+  static_assert(Loss::target == policies::loss_target::features,
+                "segment_trainer: a segment learns boundary features; pick a feature loss (mse, nmse, cosine or a "
+                "weighted_sum of them), not a logit loss");
+
+
  public:
   // `model_layout` / `model_params` (host, double) are the whole student's; the segment copies its
   // layers out of them and write_back() copies them in again.
   segment_trainer(Backend& be, const model::model_config& cfg, index_t first, index_t last, const tensor_layout& model_layout,
                   const std::vector<double>& model_params, dtype t, const optim::adamw_config& oc,
-                  feature_loss loss = feature_loss::nmse, double clip = 1.0)
-      : be_(be), cfg_(cfg), first_(first), last_(last), type_(t), loss_(loss), clip_(clip) {
+                  Loss loss = {}, double clip = 1.0)
+      : be_(be), cfg_(cfg), first_(first), last_(last), type_(t), loss_(std::move(loss)), clip_(clip) {
     check(0 <= first && first < last && last <= cfg.n_layers(), "segment_trainer: layers [", first, ", ", last,
           ") are not inside the student's ", cfg.n_layers(), " layers");
     check(static_cast<index_t>(model_params.size()) == model_layout.numel(), "segment_trainer: ", model_params.size(),
@@ -61,8 +66,27 @@ class segment_trainer {
   long steps() const { return opt_->steps(); }
 
   // Bytes resident for training this segment: parameters, gradients, AdamW moments, activations.
-  std::size_t resident_bytes() const {
-    return params_.bytes() + grads_.bytes() + 2 * params_.bytes() + stack_->activation_bytes() + work_bytes();
+  std::size_t resident_bytes() const { return memory_use().total(); }
+  segment_memory_use memory_use() const {
+    return {params_.bytes(), grads_.bytes(), 2 * params_.bytes(), stack_->activation_bytes(), work_bytes()};
+  }
+
+  // The segment's training state (parameters, then AdamW's step and moments) as bytes, and back: what a
+  // pipeline checkpoint holds for the segment it was training. load_state checks the sizes.
+  void save_state(std::ostream& os) const {
+    std::vector<char> p(params_.bytes());
+    be_.to_host(p.data(), params_.data(), p.size());
+    os.write(p.data(), static_cast<std::streamsize>(p.size()));
+    check(os.good(), "segment_trainer: writing ", p.size(), " bytes of parameters failed");
+    opt_->save(os);
+  }
+  void load_state(std::istream& is) {
+    std::vector<char> p(params_.bytes());
+    is.read(p.data(), static_cast<std::streamsize>(p.size()));
+    check(is.good(), "segment_trainer: the saved state of segment [", first_, ", ", last_, ") ends inside its ", p.size(),
+          " bytes of parameters");
+    opt_->load(is);
+    be_.from_host(params_.data(), p.data(), p.size());
   }
 
   // y = segment(x); x and y are (B, T, C) in backend memory.
@@ -144,19 +168,14 @@ class segment_trainer {
   }
   std::size_t work_bytes() const { return out_.view().bytes() + dout_.view().bytes() + scratch_.view().bytes(); }
   double apply_loss(const tensor& dout, const tensor& target) {
-    switch (loss_) {
-      case feature_loss::mse: return ops::mse_loss(be_, dout, scratch_.view(), out_.view(), target);
-      case feature_loss::nmse: return ops::nmse_loss(be_, dout, scratch_.view(), out_.view(), target);
-      case feature_loss::cosine: return ops::cosine_loss(be_, dout, scratch_.view(), out_.view(), target);
-    }
-    fail("segment_trainer: unknown loss");
+    return loss_.compute(be_, dout, scratch_.view(), out_.view(), target, 1.0);
   }
 
   Backend& be_;
   model::model_config cfg_;
   index_t first_, last_;
   dtype type_;
-  feature_loss loss_;
+  Loss loss_;
   double clip_;
   tensor_layout layout_;
   buffer<Backend> params_, grads_;

@@ -135,11 +135,27 @@ class transformer {
 
   // Accumulates the gradients for a loss whose gradient with respect to the logits of the last
   // forward_logits is `dlogits` (B, T, vocab), e.g. a distillation loss against a teacher's logits.
-  void backward_logits(const tensor& dlogits) {
+  // With `dhidden` (B, T, d_model), the loss also depends on last_hidden() directly (a hidden-state
+  // distillation term) and dhidden is its gradient there; an empty dlogits means the logits take no part.
+  void backward_logits(const tensor& dlogits, const tensor& dhidden = tensor()) {
     check(acts_ != nullptr && tokens_.data != nullptr, "transformer::backward_logits called before forward_logits");
-    ops::expect_shape("transformer::backward_logits", "dlogits", dlogits, acts_->logits.shape);
-    ops::copy(be_, acts_->dlogits, dlogits);
-    backward_from_dlogits();
+    check(dlogits.data != nullptr || dhidden.data != nullptr,
+          "transformer::backward_logits: neither dlogits nor dhidden given, expected at least one");
+    if (dlogits.data) {
+      ops::expect_shape("transformer::backward_logits", "dlogits", dlogits, acts_->logits.shape);
+      ops::copy(be_, acts_->dlogits, dlogits);
+    } else {
+      be_.fill_zero(acts_->dlogits.data, acts_->dlogits.bytes());
+    }
+    if (dhidden.data) ops::expect_shape("transformer::backward_logits", "dhidden", dhidden, acts_->xL.shape);
+    backward_from_dlogits(dhidden);
+  }
+
+  // The hidden state leaving the last block (before the final norm) of the last forward: the feature at
+  // the model's last boundary, h_L. Valid until the next forward.
+  tensor last_hidden() const {
+    check(acts_ != nullptr, "transformer::last_hidden called before forward_logits");
+    return acts_->xL;
   }
 
   // Bytes of activation memory held for the current (B, T).
@@ -147,7 +163,7 @@ class transformer {
 
  private:
   // The backward pass from acts_->dlogits down to the embeddings.
-  void backward_from_dlogits() {
+  void backward_from_dlogits(const tensor& dhidden = tensor()) {
     auto& a = *acts_;
     be_.fill_zero(a.dh.data, a.dh.bytes());
     ops::linear_backward(be_, a.dh, head_grad(), tensor(), a.dlogits, a.hf, head());
@@ -158,6 +174,7 @@ class transformer {
     else
       ops::layernorm_backward(be_, a.dxL, grad("norm_f.weight"), grad("norm_f.bias"), a.dh, a.xL, param("norm_f.weight"),
                               a.nf_mean, a.nf_rstd);
+    if (dhidden.data) ops::accumulate(be_, a.dxL, dhidden);
     be_.fill_zero(a.dx0.data, a.dx0.bytes());
     stack_->backward(a.dxL, a.dx0);
     ops::embedding_backward(be_, grad("wte"), has("wpe") ? grad("wpe") : tensor(), a.dx0, tokens_);

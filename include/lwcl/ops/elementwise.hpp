@@ -1,6 +1,6 @@
 #pragma once
-// Element-wise building blocks over tensors of one shape: residual adds, gradient accumulation, scaling
-// and copies. They are also the backward of each other (the gradient of add is an accumulate into both
+// Element-wise building blocks over tensors of one shape: residual adds, gradient accumulation, scaling,
+// mixing and copies. They are also the backward of each other (the gradient of add is an accumulate into both
 // inputs; the gradient of scale is a scale), so no separate backward ops exist.
 
 #include <cstdint>
@@ -25,6 +25,15 @@ struct accumulate_elem {
   T* dst;
   const T* src;
   LWCL_HD void operator()(index_t i) const { dst[i] += src[i]; }
+};
+
+template <class T>
+struct mix_elem {
+  T* out;
+  const T* a;
+  const T* b;
+  T wa, wb;
+  LWCL_HD void operator()(index_t i) const { out[i] = wa * a[i] + wb * b[i]; }
 };
 
 template <class T>
@@ -71,6 +80,23 @@ void scale(Backend& be, const tensor& x, double alpha) {
   dispatch_float(op, x.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(x.numel(), kernel::scale_elem<T>{x.ptr<T>(), static_cast<T>(alpha)});
+  });
+}
+
+// out = (1 - r) a + r b, the input mix of a curriculum that moves a segment from teacher features (a)
+// to student features (b). Written as two products, not a + r (b - a), so that r = 0 gives a and r = 1
+// gives b exactly. out may be a or b.
+template <class Backend>
+void mix(Backend& be, const tensor& out, const tensor& a, const tensor& b, double r) {
+  constexpr std::string_view op = "mix";
+  expect_nonempty(op, "a", a);
+  expect_shape(op, "b", b, a.shape);
+  expect_shape(op, "out", out, a.shape);
+  expect_same_dtype(op, {{"a", &a}, {"b", &b}, {"out", &out}});
+  check(r >= 0 && r <= 1, op, ": ratio ", r, ", expected a value in [0, 1]");
+  dispatch_float(op, a.type, [&](auto t) {
+    using T = decltype(t);
+    be.for_each(a.numel(), kernel::mix_elem<T>{out.ptr<T>(), a.ptr<T>(), b.ptr<T>(), static_cast<T>(1 - r), static_cast<T>(r)});
   });
 }
 

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "lwcl/policies/backend/host.hpp"
-#include "lwcl/policies/cache/recompute.hpp"
+#include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/concepts.hpp"
 #include "lwcl/policies/curriculum/two_stage.hpp"
 #include "lwcl/policies/keys.hpp"
@@ -43,12 +43,12 @@ struct policy_set {
 };
 
 // The policy of every optional slot when a bundle leaves it out: DESIGN's two-stage reading of the
-// method, one layer per segment, no feature cache, normalised MSE, the host backend. The pruning
+// method, one layer per segment, features cached in RAM, normalised MSE, the host backend. The pruning
 // criterion has no default: every bundle names one.
 struct default_policies {
   using segmentation = policies::segmentation::uniform<1>;
   using curriculum = policies::curriculum::two_stage<>;
-  using cache = policies::cache::recompute;
+  using cache = policies::cache::host;
   using loss = policies::loss::nmse;
   using backend = policies::backend::host<>;
 };

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <concepts>
+#include <filesystem>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -14,6 +16,7 @@
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
+#include "lwcl/distill/cache/feature_cache.hpp"
 #include "lwcl/model/config.hpp"
 #include "lwcl/policies/curriculum/phase.hpp"
 #include "lwcl/policies/pruning/concept.hpp"
@@ -96,11 +99,15 @@ concept curriculum_policy = named_policy<P> && requires(const P& p, const segmen
 
 // ---- feature cache ----------------------------------------------------------------------------------
 
-// Requires: named_policy and a nested type P::store, the feature store the trainer reads boundary
-// features from. (The store's own interface is defined with the stores in distill/cache/.)
+// Requires: named_policy; a nested type P::store, the feature store (distill/cache/concept.hpp) the
+// trainer reads boundary features from; and a const p.open(run_dir) taking a std::filesystem::path and
+// returning a std::unique_ptr<distill::feature_cache<P::store>> ready for the run (a directory-backed
+// store lives under run_dir, and an unusable place is lwcl::error here).
 template <class P>
-concept cache_policy = named_policy<P> && requires {
+concept cache_policy = named_policy<P> && requires(const P& p, const std::filesystem::path& run_dir) {
   typename P::store;
+  requires distill::feature_store<typename P::store>;
+  { p.open(run_dir) } -> std::same_as<std::unique_ptr<distill::feature_cache<typename P::store>>>;
 };
 
 // ---- loss -------------------------------------------------------------------------------------------

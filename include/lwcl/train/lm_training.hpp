@@ -19,6 +19,7 @@
 
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
+#include "lwcl/core/fs.hpp"
 #include "lwcl/core/metrics.hpp"
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/timer.hpp"
@@ -157,25 +158,6 @@ struct halted {};  // thrown by train_lm when halt_after_step is reached
 
 namespace detail {
 
-inline void write_text_atomic(const std::filesystem::path& path, const std::string& text) {
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    check(f.good(), "train: writing '", tmp, "' failed");
-  }
-  std::filesystem::rename(tmp, path);
-}
-
-inline std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "train: cannot read '", path.string(), "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 inline std::string step_name(long step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step_%08ld", step);
@@ -187,25 +169,6 @@ inline void copy_tokenizer(const std::filesystem::path& from, const std::filesys
   namespace fs = std::filesystem;
   for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json"})
     if (fs::exists(from / f)) fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
-}
-
-// metrics.jsonl after a resume: keeps only the records of steps the checkpoint covers (a killed run may
-// have written later ones that the resumed run writes again).
-inline void truncate_metrics(const std::filesystem::path& path, long last_step) {
-  if (!std::filesystem::exists(path)) return;
-  std::istringstream in(read_text(path));
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      const auto j = nlohmann::json::parse(line);
-      if (j.contains("step") && j["step"].get<long>() > last_step) continue;
-    } catch (const nlohmann::json::exception&) {
-      continue;  // a line cut by the kill
-    }
-    kept += line + '\n';
-  }
-  write_text_atomic(path, kept);
 }
 
 }  // namespace detail
@@ -265,7 +228,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   if (fs::exists(cfg_path)) {
     nlohmann::ordered_json saved;
     try {
-      saved = nlohmann::ordered_json::parse(detail::read_text(cfg_path));
+      saved = nlohmann::ordered_json::parse(read_text(cfg_path));
     } catch (const nlohmann::json::exception& e) {
       fail("train_lm: '", cfg_path.string(), "' is malformed JSON: ", e.what());
     }
@@ -277,7 +240,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   } else {
     nlohmann::ordered_json j = {{"program", "train_lm"}, {"data", data_dir}, {"backend", std::string(Backend::name)},
                                 {"options", options_json}};
-    detail::write_text_atomic(cfg_path, j.dump(2) + "\n");
+    write_text_atomic(cfg_path, j.dump(2) + "\n");
   }
 
   model::transformer<Backend> net(be, opt.model);
@@ -294,9 +257,9 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   long step0 = 0;
   const auto latest = ckdir / "latest";
   if (fs::exists(latest)) {
-    const auto name = detail::read_text(latest);
+    const auto name = read_text(latest);
     const auto dir = ckdir / name;
-    const auto state = nlohmann::json::parse(detail::read_text(dir / "state.json"));
+    const auto state = nlohmann::json::parse(read_text(dir / "state.json"));
     step0 = state.at("step").get<long>();
     checkpoint::load_hf_weights(net, dir.string());
     std::ifstream os(dir / "optimizer.bin", std::ios::binary);
@@ -309,7 +272,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   } else {
     net.init(opt.init_seed);
   }
-  detail::truncate_metrics(run / "metrics.jsonl", step0);
+  truncate_metrics(run / "metrics.jsonl", "step", step0);
   metrics_writer metrics((run / "metrics.jsonl").string(), true);
 
   const data::batch_loader loader(train_shard, opt.batch, opt.seq, opt.data_seed);
@@ -338,8 +301,8 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
     }
     fs::rename(dir / "optimizer.bin.tmp", dir / "optimizer.bin");
     detail::copy_tokenizer(tok_dir, dir);
-    detail::write_text_atomic(dir / "state.json", nlohmann::json({{"step", step}}).dump() + "\n");
-    detail::write_text_atomic(latest, name);
+    write_text_atomic(dir / "state.json", nlohmann::json({{"step", step}}).dump() + "\n");
+    write_text_atomic(latest, name);
     // Keep the newest keep_checkpoints folders.
     std::vector<fs::path> all;
     for (const auto& e : fs::directory_iterator(ckdir))
@@ -416,7 +379,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
                                    {"peak_host_bytes", memory().peak(tier::host)},
                                    {"peak_device_bytes", memory().peak(tier::device)},
                                    {"backend", std::string(Backend::name)}};
-  detail::write_text_atomic(run / "report.json", report.dump(2) + "\n");
+  write_text_atomic(run / "report.json", report.dump(2) + "\n");
   return res;
 }
 

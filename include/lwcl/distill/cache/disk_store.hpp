@@ -106,8 +106,8 @@ inline record_header decode_header(const std::byte* h, std::uint64_t file_bytes,
   check(src <= 1, where(), " has source ", int(src), ", expected 0 (teacher) or 1 (student)");
   r.key.src = static_cast<source>(src);
   const auto type = load_le<std::uint8_t>(h, L::type);
-  check(type == static_cast<std::uint8_t>(dtype::f32) || type == static_cast<std::uint8_t>(dtype::bf16), where(),
-        " has dtype code ", int(type), ", expected f32 (", int(dtype::f32), ") or bf16 (", int(dtype::bf16), ")");
+  check(is_feature_dtype(static_cast<dtype>(type)), where(), " has dtype code ", int(type), ", expected f32 (",
+        int(dtype::f32), "), bf16 (", int(dtype::bf16), ") or f64 (", int(dtype::f64), ")");
   r.meta.type = static_cast<dtype>(type);
   const auto enc = load_le<std::uint8_t>(h, L::enc);
   check(enc <= static_cast<std::uint8_t>(encoding::exponent), where(), " has encoding code ", int(enc),

@@ -56,11 +56,11 @@ class feature_cache {
   feature_cache(const feature_cache&) = delete;
   feature_cache& operator=(const feature_cache&) = delete;
 
-  // Stores `features` (f32 or bf16, usually (B, T, C)) under k, replacing what was there. `version`
+  // Stores `features` (f32, bf16 or f64, usually (B, T, C)) under k, replacing what was there. `version`
   // identifies the weights that produced them (teacher features: any fixed number, such as 0).
   void put(const feature_key& k, tensor features, std::uint64_t version) {
     check(is_feature_dtype(features.type), "feature_cache: features for ", k.str(), " are ", features.describe(),
-          ", expected f32 or bf16");
+          ", expected f32, bf16 or f64");
     check(features.data != nullptr || features.numel() == 0, "feature_cache: features for ", k.str(),
           " have no data");
     const record_meta m{features.type, features.shape, version, encoding::raw, features.bytes()};
@@ -101,7 +101,8 @@ class feature_cache {
     } else {
       check(out.type == dtype::f32 && m->type == dtype::bf16, "feature_cache: ", k.str(), " is stored as ",
             dtype_name(m->type), " and cannot be read into ", dtype_name(out.type),
-            m->type == dtype::f32 ? " without rounding; read it into f32" : "; read it into f32 or bf16");
+            m->type == dtype::bf16 ? std::string("; read it into f32 or bf16")
+                                   : lwcl::detail::concat(" without rounding; read it into ", dtype_name(m->type)));
       std::vector<bf16> narrow(static_cast<std::size_t>(out.numel()));
       r = store_.read(k, std::as_writable_bytes(std::span<bf16>(narrow)));
       float* dst = static_cast<float*>(out.data);

@@ -56,8 +56,10 @@ inline constexpr std::string_view encoding_name(encoding e) {
   return "?";
 }
 
-// Features are kept as f32 or bf16 (f16 and f64 are no activation format lwcl trains with).
-inline constexpr bool is_feature_dtype(dtype t) { return t == dtype::f32 || t == dtype::bf16; }
+// Features are kept as f32 or bf16, the activation formats lwcl trains with, or f64, the host backend's
+// reference precision (exactness checks run the whole pipeline in f64). The exponent codec takes f32
+// and bf16 only.
+inline constexpr bool is_feature_dtype(dtype t) { return t == dtype::f32 || t == dtype::bf16 || t == dtype::f64; }
 
 // What a store knows about one record without reading its payload.
 struct record_meta {
@@ -77,7 +79,7 @@ inline void check_record(std::string_view who, const feature_key& k, const recor
   check(k.boundary >= 0 && k.batch >= 0, who, ": key (", k.str(), ") needs a non-negative boundary and batch");
   check(k.src == source::teacher || k.src == source::student, who, ": key has source ", static_cast<int>(k.src),
         ", expected teacher (0) or student (1)");
-  check(is_feature_dtype(m.type), who, ": feature ", k.str(), " has dtype ", dtype_name(m.type), ", expected f32 or bf16");
+  check(is_feature_dtype(m.type), who, ": feature ", k.str(), " has dtype ", dtype_name(m.type), ", expected f32, bf16 or f64");
   check(m.shape.rank() >= 1, who, ": feature ", k.str(), " has an empty shape, expected (B, T, C)");
   check(m.enc == encoding::raw || m.enc == encoding::zstd || m.enc == encoding::exponent, who, ": feature ", k.str(),
         " has unknown encoding ", static_cast<int>(m.enc));

@@ -1,0 +1,58 @@
+#pragma once
+// The student as the layer-wise pipeline holds it between segments: its configuration, parameter
+// layout and a master copy of every parameter in host memory (as doubles, which hold f32, bf16 and f64
+// values exactly). Nothing of it lives in compute memory; each segment copies its own layers in and
+// writes them back.
+
+#include <memory>
+#include <vector>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/model/transformer.hpp"
+#include "lwcl/ops/common.hpp"
+
+namespace lwcl::distill {
+
+struct student_state {
+  model::model_config config;
+  tensor_layout layout;
+  std::vector<double> params;  // layout.numel() values
+  dtype type = dtype::f32;     // the dtype the segments train in
+
+  // The parameters of `net`, copied to the host.
+  template <class Backend>
+  static student_state of(const model::transformer<Backend>& net) {
+    student_state s{net.config(), net.layout(), std::vector<double>(static_cast<std::size_t>(net.layout().numel())),
+                    net.type()};
+    ops::dispatch_float("student_state", net.type(), [&](auto z) {
+      using T = decltype(z);
+      std::vector<T> tmp(s.params.size());
+      net.backend().to_host(tmp.data(), net.params().data, tmp.size() * sizeof(T));
+      for (std::size_t i = 0; i < tmp.size(); ++i) s.params[i] = static_cast<double>(tmp[i]);
+    });
+    return s;
+  }
+
+  // Copies the parameters into `net`, which must have this configuration's layout and dtype.
+  template <class Backend>
+  void store_into(model::transformer<Backend>& net) const {
+    check(net.layout().numel() == layout.numel() && net.type() == type, "student_state: a model of ",
+          net.layout().numel(), " ", dtype_name(net.type()), " parameters cannot take ", layout.numel(), " ",
+          dtype_name(type), " ones");
+    ops::dispatch_float("student_state", type, [&](auto z) {
+      using T = decltype(z);
+      std::vector<T> tmp(params.begin(), params.end());
+      net.backend().from_host(net.params().data, tmp.data(), tmp.size() * sizeof(T));
+    });
+  }
+
+  // A transformer on `be` holding these parameters.
+  template <class Backend>
+  std::unique_ptr<model::transformer<Backend>> to_transformer(Backend& be) const {
+    auto net = std::make_unique<model::transformer<Backend>>(be, config, type);
+    store_into(*net);
+    return net;
+  }
+};
+
+}  // namespace lwcl::distill

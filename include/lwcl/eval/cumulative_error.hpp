@@ -1,0 +1,87 @@
+#pragma once
+// The cumulative error curve (DESIGN.md section 1): for every student layer l, the relative error
+// ||h^S - h^T|| / ||h^T|| of the hidden state leaving it against the teacher's hidden state at the end
+// of the teacher layers it replaces (teacher boundary b[l + 1] of the layer map, model/layer_map.hpp),
+// both models run end to end from the same tokens. It shows where along depth a compressed student departs from its teacher, and how
+// upstream error accumulates.
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/model/block.hpp"
+#include "lwcl/model/block_stack.hpp"
+#include "lwcl/model/layer_map.hpp"
+#include "lwcl/model/transformer.hpp"
+#include "lwcl/ops/embedding.hpp"
+
+namespace lwcl::eval {
+
+namespace cumulative_detail {
+
+// The hidden state leaving every layer of `net` for tokens (B, T) in host memory, as doubles.
+template <class Backend>
+std::vector<std::vector<double>> layer_outputs(model::transformer<Backend>& net, const std::vector<std::int32_t>& ids,
+                                               index_t B, index_t T) {
+  auto& be = net.backend();
+  const auto& cfg = net.config();
+  const dtype t = net.type();
+  owned_tensor<Backend> x(be, t, {B, T, cfg.d_model}), y(be, t, {B, T, cfg.d_model});
+  buffer<Backend> tok(be, ids.size() * sizeof(std::int32_t));
+  be.from_host(tok.data(), ids.data(), tok.bytes());
+  ops::embedding_forward(be, x.view(), tensor(tok.data(), dtype::i32, {B, T}), net.param("wte"),
+                         net.layout().contains("wpe") ? net.param("wpe") : tensor());
+  std::vector<std::vector<double>> out;
+  for (index_t l = 0; l < cfg.n_layers(); ++l) {
+    const auto sh = model::shape_of_layer(cfg, l);
+    model::block_acts<Backend> a(be, sh, B, T, t);
+    model::block_forward(be, sh, model::bind_block(net.layout(), model::layer_prefix(l), net.params().data, t), a, x.view(),
+                         y.view());
+    std::swap(x, y);
+    std::vector<double> h(static_cast<std::size_t>(x.view().numel()));
+    ops::dispatch_float("cumulative_error", t, [&](auto z) {
+      using E = decltype(z);
+      std::vector<E> tmp(h.size());
+      be.to_host(tmp.data(), x.view().data, x.view().bytes());
+      for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<double>(tmp[i]);
+    });
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+}  // namespace cumulative_detail
+
+// Per student layer, the relative error of its output against the teacher's, over `batches` token
+// batches (each B * T ids): sqrt(sum ||dh||^2 / sum ||h^T||^2) across the batches.
+template <class Backend>
+std::vector<double> cumulative_error(model::transformer<Backend>& teacher, model::transformer<Backend>& student,
+                                     const std::vector<index_t>& boundaries,
+                                     const std::vector<std::vector<std::int32_t>>& batches, index_t B, index_t T) {
+  const index_t L = student.config().n_layers();
+  model::check_boundary_map(boundaries, L, teacher.config().n_layers(), "cumulative_error");
+  check(teacher.config().d_model == student.config().d_model, "cumulative_error: teacher width ",
+        teacher.config().d_model, " != student width ", student.config().d_model);
+  check(!batches.empty(), "cumulative_error: no token batches given");
+  std::vector<double> diff(static_cast<std::size_t>(L), 0.0), ref(static_cast<std::size_t>(L), 0.0);
+  for (const auto& ids : batches) {
+    check(static_cast<index_t>(ids.size()) == B * T, "cumulative_error: a batch of ", ids.size(), " ids, expected ", B,
+          " x ", T);
+    const auto ht = cumulative_detail::layer_outputs(teacher, ids, B, T);
+    const auto hs = cumulative_detail::layer_outputs(student, ids, B, T);
+    for (index_t l = 0; l < L; ++l) {
+      const auto& a = hs[static_cast<std::size_t>(l)];
+      const auto& b = ht[static_cast<std::size_t>(boundaries[static_cast<std::size_t>(l) + 1] - 1)];
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        diff[static_cast<std::size_t>(l)] += (a[i] - b[i]) * (a[i] - b[i]);
+        ref[static_cast<std::size_t>(l)] += b[i] * b[i];
+      }
+    }
+  }
+  std::vector<double> out(static_cast<std::size_t>(L));
+  for (std::size_t l = 0; l < out.size(); ++l) out[l] = ref[l] > 0 ? std::sqrt(diff[l] / ref[l]) : 0.0;
+  return out;
+}
+
+}  // namespace lwcl::eval

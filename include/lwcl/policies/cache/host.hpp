@@ -1,0 +1,28 @@
+#pragma once
+// host: the feature cache in RAM. Boundary features live in host memory for the whole run, so a segment
+// step reads them with a memcpy; the fastest tier when the features fit.
+
+#include <filesystem>
+#include <memory>
+#include <string_view>
+#include <tuple>
+
+#include "lwcl/distill/cache/feature_cache.hpp"
+#include "lwcl/distill/cache/host_store.hpp"
+#include "lwcl/policies/concepts.hpp"
+
+namespace lwcl::policies::cache {
+
+struct host {
+  static constexpr std::string_view name = "host";
+  using store = distill::host_store<>;
+
+  // The store's constructor arguments for a run directory (none: RAM needs no place).
+  std::tuple<> store_args(const std::filesystem::path&) const { return {}; }
+  std::unique_ptr<distill::feature_cache<store>> open(const std::filesystem::path&) const {
+    return std::make_unique<distill::feature_cache<store>>();
+  }
+};
+static_assert(cache_policy<host>);
+
+}  // namespace lwcl::policies::cache

@@ -1,0 +1,375 @@
+// distill::pipeline: a student equal to its teacher has zero local losses and keeps its weights; the
+// cached boundary features are the teacher's own hidden states and one whole-model segment's gradient
+// equals the end-to-end hidden-MSE gradient; a run stopped at a random step resumes to bitwise the same
+// student; the memory tracker's peak in a visit equals what the visit declares; the curriculum and
+// cache policies steer the run; budgets and bad input fail clearly.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/core/rng.hpp"
+#include "lwcl/distill/cache/disk_store.hpp"
+#include "lwcl/distill/pipeline.hpp"
+#include "lwcl/ops/distill_loss.hpp"
+#include "lwcl/policies/cache/compressed.hpp"
+#include "lwcl/policies/cache/disk.hpp"
+#include "lwcl/policies/cache/host.hpp"
+#include "lwcl/policies/curriculum/curriculum.hpp"
+#include "lwcl/policies/curriculum/doubling.hpp"
+#include "lwcl/policies/curriculum/easy_to_hard.hpp"
+#include "lwcl/policies/curriculum/ramp.hpp"
+#include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "lwcl/policies/curriculum/two_stage.hpp"
+#include "lwcl/policies/loss/mse.hpp"
+#include "lwcl/policies/pruning/magnitude.hpp"
+#include "lwcl/policies/segmentation/balanced_difficulty.hpp"
+#include "lwcl/policies/segmentation/explicit_boundaries.hpp"
+#include "lwcl/policies/segmentation/uniform.hpp"
+#include "lwcl/prune/surgery.hpp"
+#include "pruned_fixture.hpp"
+
+using namespace lwcl;
+namespace fs = std::filesystem;
+namespace pol = lwcl::policies;
+
+namespace {
+
+using net_t = model::transformer<backend::cpu>;
+
+struct setup {
+  backend::cpu be;
+  model::model_config cfg = test::pruned_fixture_config(4);
+  dtype type;
+  std::vector<double> teacher_params;
+  std::unique_ptr<net_t> student;  // pruned: half the FFN channels, one of two KV groups
+  fs::path dir;
+  std::unique_ptr<data::shard> shard;
+
+  explicit setup(dtype t, const char* name) : type(t) {
+    net_t teacher(be, cfg, t);
+    test::init_scaled_teacher(teacher);
+    teacher_params = prune::detail::host_params(teacher);
+    student = prune::apply_plan(teacher, test::half_plan(cfg));
+    dir = fs::temp_directory_path() / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    test::write_markov_shard(dir / "train.bin");
+    shard = std::make_unique<data::shard>((dir / "train.bin").string());
+  }
+  ~setup() { fs::remove_all(dir); }
+
+  std::unique_ptr<net_t> teacher() {
+    auto t = std::make_unique<net_t>(be, cfg, type);
+    prune::detail::set_host_params(*t, teacher_params);
+    return t;
+  }
+  auto source() {
+    return [this] { return teacher(); };
+  }
+  distill::student_state pruned() const { return distill::student_state::of(*student); }
+
+  // Mean KL(teacher || student) of the next-token distributions on held-out batches 1000..1003.
+  double held_out_kl(const distill::student_state& s, const data::batch_loader& loader) {
+    auto t = teacher();
+    auto net = s.to_transformer(be);
+    const index_t B = loader.batch_size(), T = loader.seq_len();
+    std::vector<std::int32_t> ids, targets;
+    std::vector<double> tl(static_cast<std::size_t>(B * T * 48)), sc(static_cast<std::size_t>(2 * B * T));
+    double total = 0;
+    for (int k = 0; k < 4; ++k) {
+      loader.batch(1000 + static_cast<std::uint64_t>(k), ids, targets);
+      const tensor tok(ids.data(), {B, T});
+      const tensor tlog = t->forward_logits(tok);
+      ops::dispatch_float("test", type, [&](auto z) {
+        using E = decltype(z);
+        for (std::size_t i = 0; i < tl.size(); ++i) tl[i] = static_cast<double>(static_cast<const E*>(tlog.data)[i]);
+      });
+      const tensor slog = net->forward_logits(tok);
+      std::vector<double> sl(tl.size());
+      ops::dispatch_float("test", type, [&](auto z) {
+        using E = decltype(z);
+        for (std::size_t i = 0; i < sl.size(); ++i) sl[i] = static_cast<double>(static_cast<const E*>(slog.data)[i]);
+      });
+      total += ops::logit_kl_loss(be, tensor(), tensor(sc.data(), {2 * B * T}), tensor(sl.data(), {B, T, 48}),
+                                  tensor(tl.data(), {B, T, 48}));
+    }
+    return total / 4;
+  }
+};
+
+distill::pipeline_options quiet(double steps) {
+  distill::pipeline_options o;
+  o.total = {distill::budget_unit::steps, steps};
+  o.progress_bar = false;
+  o.log = nullptr;
+  o.feature_batches = 3;
+  o.lr = 3e-3;
+  o.min_lr = 3e-4;
+  o.checkpoint_every = 0;
+  o.save_student = false;
+  return o;
+}
+
+const std::vector<index_t> identity4 = model::identity_boundaries(4);
+
+// A segmentation policy that leaves layer 1 out.
+struct gappy {
+  static constexpr std::string_view name = "gappy";
+  std::vector<pol::segment> segments(const model::model_config&) const { return {{0, 1}, {2, 4}}; }
+};
+
+}  // namespace
+
+TEST_CASE("pipeline: a student equal to its teacher has zero local losses and keeps its weights, on every cache tier") {
+  setup su(dtype::f32, "lwcl_test_pipeline_identity");
+  const data::batch_loader loader(*su.shard, 2, 8, 3);
+  auto run = [&](auto cache) {
+    CAPTURE(decltype(cache)::name);
+    auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::cache>(cache));
+    auto student = distill::student_state::of(*su.teacher());
+    const auto before = student.params;
+    auto pipe = distill::make_pipeline(su.be, bundle, quiet(16));  // two_stage: 8 visits of 2 steps
+    const auto r = pipe.run(su.source(), student, identity4, loader, su.dir / "run_identity");
+    REQUIRE(r.visits.size() == 8);
+    for (const auto& v : r.visits) {
+      CAPTURE(v.phase);
+      CAPTURE(v.first);
+      CHECK(v.steps == 2);
+      CHECK(v.loss_first == 0.0);
+      CHECK(v.loss_last == 0.0);
+    }
+    CHECK(student.params == before);
+    CHECK(r.cache.hit_rate() == 1.0);
+    CHECK(r.cache.misses == 0);
+    fs::remove_all(su.dir / "run_identity");
+  };
+  run(pol::cache::host{});
+  run(pol::cache::disk{});
+  run(pol::cache::compressed<pol::cache::host, distill::exponent_codec>{});
+  run(pol::cache::compressed<pol::cache::disk, distill::zstd_codec>{});
+}
+
+TEST_CASE("pipeline: cached features are the teacher's hidden states; one whole-model segment's gradient is the "
+          "end-to-end hidden-MSE gradient (f64)") {
+  setup su(dtype::f64, "lwcl_test_pipeline_gradient");
+  const index_t B = 2, T = 8, C = su.cfg.d_model;
+  const data::batch_loader loader(*su.shard, B, T, 4);
+  using whole = pol::curriculum::curriculum<pol::curriculum::front_to_back, pol::curriculum::teacher_inputs>;
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}),
+                              slot<key::segmentation>(pol::segmentation::uniform<4>{}), slot<key::curriculum>(whole{}),
+                              slot<key::cache>(pol::cache::disk{}), slot<key::loss>(pol::loss::mse{}));
+  auto student = su.pruned();
+  const auto pruned = student;
+  auto pipe = distill::make_pipeline(su.be, bundle, quiet(1));
+  const auto r = pipe.run(su.source(), student, identity4, loader, su.dir / "run");
+  REQUIRE(r.visits.size() == 1);
+  CHECK(r.visits[0].first == 0);
+  CHECK(r.visits[0].last == 4);
+
+  // The teacher's own h_0 (embedding output) and h_L (last block output) for batch 0.
+  std::vector<std::int32_t> ids, targets;
+  loader.batch(0, ids, targets);
+  const tensor tok(ids.data(), {B, T});
+  auto teacher = su.teacher();
+  teacher->forward_logits(tok);
+  const auto* hl = static_cast<const double*>(teacher->last_hidden().data);
+  const std::vector<double> h_last(hl, hl + B * T * C);
+  std::vector<double> h_first(static_cast<std::size_t>(B * T * C));
+  ops::embedding_forward(su.be, tensor(h_first.data(), {B, T, C}), tok, teacher->param("wte"), tensor());
+
+  distill::disk_store disk(su.dir / "run" / "features");
+  std::vector<double> c0(h_first.size()), cL(h_first.size());
+  disk.read({0, distill::source::teacher, 0}, std::as_writable_bytes(std::span<double>(c0)));
+  disk.read({4, distill::source::teacher, 0}, std::as_writable_bytes(std::span<double>(cL)));
+  CHECK(c0 == h_first);
+  CHECK(cL == h_last);
+
+  // The layer-wise gradient: one segment over all layers, teacher input h_0, target h_L, MSE.
+  distill::segment_trainer<backend::cpu, pol::loss::mse> seg(su.be, pruned.config, 0, 4, pruned.layout, pruned.params,
+                                                            dtype::f64, {});
+  seg.compute_gradients(tensor(c0.data(), {B, T, C}), tensor(cL.data(), {B, T, C}));
+  // The end-to-end one: the pruned student from its tokens, MSE of its last hidden state against h_L.
+  auto net = pruned.to_transformer(su.be);
+  net->forward_logits(tok);
+  std::vector<double> dh(h_last.size(), 0.0), scratch(static_cast<std::size_t>(2 * B * T));
+  ops::mse_loss(su.be, tensor(dh.data(), {B, T, C}), tensor(scratch.data(), {2 * B * T}), net->last_hidden(),
+                tensor(h_last.data(), {B, T, C}));
+  net->zero_grad();
+  net->backward_logits(tensor(), tensor(dh.data(), {B, T, C}));
+  double worst = 0, largest = 0;
+  for (const auto& e : seg.layout().entries()) {
+    const auto& d = net->layout().find(e.name);
+    for (index_t i = 0; i < e.shape.numel(); ++i) {
+      const double a = static_cast<const double*>(seg.grads().data)[e.offset + i];
+      const double b = static_cast<const double*>(net->grads().data)[d.offset + i];
+      worst = std::max(worst, std::abs(a - b));
+      largest = std::max(largest, std::abs(b));
+    }
+  }
+  MESSAGE("layer-wise vs end-to-end hidden-MSE gradient: max abs difference ", worst, " (largest entry ", largest, ")");
+  CHECK(largest > 1e-3);
+  CHECK(worst <= 1e-13 * largest);
+}
+
+TEST_CASE("pipeline: a run stopped at a random step resumes to bitwise the same student") {
+  setup su(dtype::f32, "lwcl_test_pipeline_resume");
+  const data::batch_loader loader(*su.shard, 2, 8, 5);
+  // All three curriculum axes, segments growing 1 -> 2 -> 4 layers, closed by logit KD; features on disk.
+  using lwcl_curriculum = pol::curriculum::curriculum<pol::curriculum::easy_to_hard, pol::curriculum::ramp,
+                                                      pol::curriculum::doubling>;
+  lwcl_curriculum cur;
+  cur.inputs = {1, 4};
+  cur.growth.final_kd = true;
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur),
+                              slot<key::cache>(pol::cache::compressed<pol::cache::disk, distill::exponent_codec>{}));
+  auto opts = quiet(70);  // 7 visits of 8 steps, 14 KD steps
+  opts.checkpoint_every = 3;
+  opts.save_student = true;
+
+  auto full = su.pruned();
+  const auto a = distill::make_pipeline(su.be, bundle, opts).run(su.source(), full, identity4, loader, su.dir / "a");
+  REQUIRE(a.visits.size() == 7);
+  CHECK(a.segment_steps == 56);
+  CHECK(a.kd_steps == 14);
+  CHECK(a.tokens == 70 * 16);
+  CHECK(full.params != su.pruned().params);
+  CHECK(fs::exists(su.dir / "a" / "student" / "model.safetensors"));
+
+  philox_stream pick{77, 0};
+  for (int trial = 0; trial < 2; ++trial) {
+    const long stop = 1 + static_cast<long>(pick.bits(static_cast<std::uint64_t>(trial)) % 55);
+    CAPTURE(stop);
+    const fs::path run = su.dir / ("b" + std::to_string(trial));
+    auto halted = opts;
+    halted.halt_after_steps = stop;
+    auto part = su.pruned();
+    CHECK_THROWS_AS(distill::make_pipeline(su.be, bundle, halted).run(su.source(), part, identity4, loader, run),
+                    distill::pipeline_halted);
+    auto resumed = su.pruned();
+    const auto b = distill::make_pipeline(su.be, bundle, opts).run(su.source(), resumed, identity4, loader, run);
+    CHECK(b.resumed);
+    CHECK(resumed.params == full.params);
+    REQUIRE(b.visits.size() == a.visits.size());
+    for (std::size_t i = 0; i < a.visits.size(); ++i) {
+      CHECK(b.visits[i].first == a.visits[i].first);
+      CHECK(b.visits[i].loss_first == a.visits[i].loss_first);
+      CHECK(b.visits[i].loss_last == a.visits[i].loss_last);
+    }
+    CHECK(b.segment_steps == a.segment_steps);
+    CHECK(b.tokens == a.tokens);
+  }
+}
+
+TEST_CASE("pipeline: recovery lowers the held-out KL; the tracker's peak in every visit is what the visit declares") {
+  setup su(dtype::f32, "lwcl_test_pipeline_recovery");
+  const data::batch_loader loader(*su.shard, 4, 16, 77);
+  auto student = su.pruned();
+  const double pruned_kl = su.held_out_kl(student, loader);
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}));  // the default two-stage bundle
+  auto opts = quiet(320);
+  opts.feature_batches = 6;
+  for (std::uint64_t i = 3000; i < 3000 + 2 * 4 * 16 + 1; ++i) opts.validation_ids.push_back((*su.shard)[i]);
+  const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, su.dir / "run");
+  const double kl = su.held_out_kl(student, loader);
+  MESSAGE("held-out KL(teacher || student): pruned ", pruned_kl, ", after the pipeline ", kl);
+  CHECK(kl < 0.8 * pruned_kl);
+  REQUIRE(r.visits.size() == 8);
+  for (const auto& v : r.visits) {
+    CAPTURE(v.phase);
+    CAPTURE(v.first);
+    CHECK(v.steps == 40);
+    CHECK(v.loss_last < v.loss_first);
+    CHECK(v.tracker_bytes == v.compute_bytes + v.staging_bytes);
+    CHECK(v.staging_bytes > 0);
+  }
+  CHECK(r.visits[0].inputs == "teacher_inputs");
+  CHECK(r.visits[4].inputs == "student_inputs");
+  // One layer resident: far less than the student with gradients and AdamW moments.
+  CHECK(r.peak_compute_bytes < 4 * student.params.size() * sizeof(float));
+  CHECK(r.cache.store.peak_stored_bytes > 0);
+  CHECK_FALSE(r.budget_exhausted);
+  for (const char* f : {"config.json", "metrics.jsonl", "report.json", "loss_curves.png", "memory.png", "cumulative_error.png"}) {
+    CAPTURE(f);
+    CHECK(fs::exists(su.dir / "run" / f));
+  }
+  // Evaluation on held-out tokens: perplexity with its protocol, and the error curve before and after.
+  CHECK(r.val_ppl > 1);
+  CHECK(r.val_protocol.find("seq_len=16") != std::string::npos);
+  REQUIRE(r.cumulative_error.size() == 4);
+  REQUIRE(r.cumulative_error_before.size() == 4);
+  for (std::size_t l = 0; l < 4; ++l) CHECK(r.cumulative_error[l] < r.cumulative_error_before[l]);
+  const auto rep = nlohmann::json::parse(read_text(su.dir / "run" / "report.json"));
+  CHECK(rep.at("val_ppl").get<double>() == r.val_ppl);
+  CHECK(rep.at("visits").size() == 8);
+}
+
+TEST_CASE("pipeline: easy-to-hard orders visits by measured difficulty; balanced_difficulty gets measured layers") {
+  setup su(dtype::f32, "lwcl_test_pipeline_order");
+  const data::batch_loader loader(*su.shard, 2, 8, 6);
+  using cur_t = pol::curriculum::two_stage<pol::curriculum::easy_to_hard>;
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur_t{}),
+                              slot<key::segmentation>(pol::segmentation::balanced_difficulty{.n_segments = 2, .layer_difficulty = {}}));
+  auto student = su.pruned();
+  const auto r = distill::make_pipeline(su.be, bundle, quiet(8)).run(su.source(), student, identity4, loader, su.dir / "run");
+  REQUIRE(r.visits.size() == 4);  // 2 segments x 2 phases
+  CHECK(std::isfinite(r.visits[0].difficulty));
+  CHECK(r.visits[0].difficulty <= r.visits[1].difficulty);
+  CHECK(r.visits[0].first != r.visits[1].first);
+  CHECK(r.visits[0].last - r.visits[0].first + r.visits[1].last - r.visits[1].first == 4);
+  CHECK(r.visits[2].first == 0);  // phase 2 is front to back
+}
+
+TEST_CASE("pipeline: token and seconds budgets, and bad input") {
+  setup su(dtype::f32, "lwcl_test_pipeline_bad");
+  const data::batch_loader loader(*su.shard, 2, 8, 7);
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}));
+  {
+    auto opts = quiet(0);
+    opts.total = distill::parse_budget("tokens:256");  // 16 tokens a step: 16 steps, 2 per visit
+    auto student = su.pruned();
+    const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, su.dir / "tokens");
+    CHECK(r.segment_steps == 16);
+    CHECK(r.tokens == 256);
+  }
+  {
+    auto opts = quiet(0);
+    opts.total = distill::parse_budget("seconds:1e-6");  // spent by the teacher pass
+    auto student = su.pruned();
+    const auto before = student.params;
+    const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, su.dir / "secs");
+    CHECK(r.budget_exhausted);
+    CHECK(r.segment_steps == 0);
+    CHECK(student.params == before);
+  }
+  CHECK_THROWS_WITH_AS(distill::parse_budget("minutes:3"), doctest::Contains("unknown unit 'minutes'"), lwcl::error);
+  CHECK_THROWS_WITH_AS(distill::parse_budget("steps:-1"), doctest::Contains("expected a positive number"), lwcl::error);
+
+  auto student = su.pruned();
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, quiet(7)).run(su.source(), student, identity4, loader, su.dir / "small"),
+                       doctest::Contains("gives 7 segment steps for 8 segment visits"), lwcl::error);
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, quiet(8)).run(su.source(), student, {0, 1, 2, 3}, loader, su.dir / "tlo"),
+                       doctest::Contains("the layer map has 4 boundaries for a student of 4 layers, expected 5"), lwcl::error);
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, quiet(8)).run(su.source(), student, {0, 1, 2, 3, 7}, loader, su.dir / "tlo"),
+                       doctest::Contains("ends at teacher boundary 7, expected 4"), lwcl::error);
+
+  auto gap = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::segmentation>(gappy{}));
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, gap, quiet(8)).run(su.source(), student, identity4, loader, su.dir / "gap"),
+                       doctest::Contains("gappy: segment 1 is [2, 4), expected it to start at layer 1"), lwcl::error);
+  auto overlap = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}),
+                               slot<key::segmentation>(pol::segmentation::explicit_boundaries{{2, 2}}));
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, overlap, quiet(8)).run(su.source(), student, identity4, loader, su.dir / "ov"),
+                       doctest::Contains("explicit_boundaries: boundary 1 is layer 2"), lwcl::error);
+  auto unwritable = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}),
+                                  slot<key::cache>(pol::cache::disk{.folder = "/proc/lwcl_features"}));
+  CHECK_THROWS_WITH_AS(
+      distill::make_pipeline(su.be, unwritable, quiet(8)).run(su.source(), student, identity4, loader, su.dir / "unw"),
+      doctest::Contains("cannot create the feature cache directory '/proc/lwcl_features'"), lwcl::error);
+  // A poisoned student stops with the step named.
+  auto poisoned = su.pruned();
+  poisoned.params[static_cast<std::size_t>(poisoned.layout.find("layers.0.norm1.weight").offset)] = std::nan("");
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, quiet(8)).run(su.source(), poisoned, identity4, loader, su.dir / "nan"),
+                       doctest::Contains("pipeline: phase 0, segment [0, 1), step 1 (global step 1)"), lwcl::error);
+}
