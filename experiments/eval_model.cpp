@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "lwcl/core/fs.hpp"
 #include "lwcl/backend/host/host.hpp"
+#include "lwcl/core/fs.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/tokenizer/byte_bpe.hpp"

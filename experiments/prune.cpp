@@ -15,12 +15,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lwcl/core/fs.hpp"
 #include "lwcl/backend/host/host.hpp"
+#include "lwcl/core/fs.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/loader.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/layer_map.hpp"
 #include "lwcl/policies/pruning/activation.hpp"
 #include "lwcl/policies/pruning/block_influence.hpp"
 #include "lwcl/policies/pruning/flap.hpp"
@@ -131,6 +132,7 @@ int main(int argc, char** argv) {
                                       {"ratio", ratio},      {"global", global},       {"calibration_tokens", 0}};
     timer clock;
     std::unique_ptr<net_t> student;
+    std::vector<index_t> kept;  // the teacher layers the student's layers start from
     double calib_seconds = 0;
     index_t calib_tokens = static_cast<index_t>(calib_batches) * batch * T;
     if (criterion == "layer_collapse") {
@@ -151,6 +153,19 @@ int main(int argc, char** argv) {
       nlohmann::ordered_json steps = nlohmann::ordered_json::array();
       for (const auto& s : log) steps.push_back({{"layer", s.layer}, {"merged", s.merged}, {"cosine", s.cosine}, {"accepted", s.accepted}});
       summary["collapse_steps"] = steps;
+      // The teacher layers each student layer stands for: accepted steps merge followers into a layer.
+      std::vector<std::vector<index_t>> groups;
+      for (index_t l = 0; l < cfg.n_layers(); ++l) groups.push_back({l});
+      for (const auto& st : log) {
+        if (!st.accepted) continue;
+        auto& g = groups[static_cast<std::size_t>(st.layer)];
+        for (index_t k = 1; k <= st.merged; ++k) {
+          const auto& f = groups[static_cast<std::size_t>(st.layer + k)];
+          g.insert(g.end(), f.begin(), f.end());
+        }
+        groups.erase(groups.begin() + st.layer + 1, groups.begin() + st.layer + 1 + st.merged);
+      }
+      for (const auto& g : groups) kept.push_back(g.front());
     } else {
       prune::allocation a;
       a.gran = prune::parse_granularity(gran);
@@ -192,6 +207,8 @@ int main(int argc, char** argv) {
           std::printf("prune: group ratio %.3f removes the parameter fraction closest to %.3f\n", best, param_ratio);
         }
         const auto plan = prune::allocate(cfg, scores, a);
+        for (index_t l = 0; l < cfg.n_layers(); ++l)
+          if (!plan.layers[static_cast<std::size_t>(l)].removed) kept.push_back(l);
         if (criterion == "flap" && !no_compensation) {
           prune::bias_compensation comp;
           for (const auto& m : pp::flap::channel_means(in)) {
@@ -224,6 +241,8 @@ int main(int argc, char** argv) {
       if (fs::exists(fs::path(model_dir) / f))
         fs::copy_file(fs::path(model_dir) / f, fs::path(out) / "model" / f, fs::copy_options::overwrite_existing);
     summary["layers_before"] = widths(cfg);
+    // The layer map for recovery (model/layer_map.hpp): student layer i replaces teacher layers [b[i], b[i+1]).
+    summary["boundaries"] = model::boundaries_of_kept_layers(kept, cfg.n_layers());
     summary["layers_after"] = widths(sc);
     summary["parameters_before"] = p0;
     summary["parameters_after"] = p1;

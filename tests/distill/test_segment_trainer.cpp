@@ -9,9 +9,9 @@
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/distill/segment_trainer.hpp"
+#include "lwcl/model/transformer.hpp"
 #include "lwcl/policies/loss/cosine.hpp"
 #include "lwcl/policies/loss/mse.hpp"
-#include "lwcl/model/transformer.hpp"
 #include "lwcl/prune/surgery.hpp"
 
 using namespace lwcl;

@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
-#include "lwcl/core/memory.hpp"
 #include "lwcl/core/fs.hpp"
+#include "lwcl/core/memory.hpp"
 #include "lwcl/core/metrics.hpp"
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/timer.hpp"

@@ -1,0 +1,146 @@
+// recover: layer-wise recovery of a pruned checkpoint from the command line, resumable. Takes a teacher
+// folder and a pruned student folder (experiments/prune writes one, with the layer map in its
+// summary.json), runs distill::pipeline with the chosen curriculum and cache under a budget, and leaves
+// the run directory (config.json, metrics.jsonl, checkpoints/, report.json, student/ with the
+// tokenizer, plots). Rerunning the same command after a kill continues from the last checkpoint.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "lwcl/policies/cache/compressed.hpp"
+#include "lwcl/policies/cache/disk.hpp"
+#include "lwcl/policies/cache/host.hpp"
+#include "lwcl/policies/curriculum/curriculum.hpp"
+#include "lwcl/policies/curriculum/doubling.hpp"
+#include "lwcl/policies/curriculum/easy_to_hard.hpp"
+#include "lwcl/policies/curriculum/ramp.hpp"
+#include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "lwcl/policies/curriculum/two_stage.hpp"
+#include "lwcl/policies/pruning/magnitude.hpp"
+
+using namespace lwcl;
+using namespace lwcl::experiments;
+namespace cur = lwcl::policies::curriculum;
+namespace cache = lwcl::policies::cache;
+
+namespace {
+
+// The layer map: --boundaries, else summary.json beside the student folder, else the identity when the
+// depths agree.
+std::vector<index_t> layer_map(const std::vector<index_t>& given, const fs::path& student_dir, index_t student_layers,
+                               index_t teacher_layers) {
+  if (!given.empty()) return given;
+  const auto summary = student_dir.parent_path() / "summary.json";
+  if (fs::exists(summary)) {
+    const auto j = nlohmann::json::parse(read_text(summary));
+    if (j.contains("boundaries")) return j.at("boundaries").get<std::vector<index_t>>();
+  }
+  check(student_layers == teacher_layers, "recover: the student has ", student_layers, " layers and the teacher ",
+        teacher_layers, "; give the layer map with --boundaries (student layer i replaces teacher layers [b[i], b[i+1]))");
+  return model::identity_boundaries(student_layers);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lwcl recover: layer-wise curriculum recovery of a pruned checkpoint (resumable)"};
+  std::string teacher_dir, student_dir, data = "data/prepared", out, budget_text = "steps:400", curriculum = "two_stage",
+                                           cache_name = "host";
+  std::vector<index_t> boundaries;
+  double lr = 2e-3, kd_share = 0.2;
+  int batch = 16, seq = 128, feature_batches = 12, ramp_steps = 0;
+  long checkpoint_every = 50;
+  app.add_option("--teacher", teacher_dir, "teacher folder (config.json + model.safetensors)")->required();
+  app.add_option("--student", student_dir, "pruned student folder (experiments/prune's <out>/model)")->required();
+  app.add_option("--data", data, "prepared data: train.bin for training batches, validation.bin for the report");
+  app.add_option("--out", out, "run directory; rerun the same command to resume")->required();
+  app.add_option("--budget", budget_text, "steps:N, tokens:N or seconds:N for the whole recovery");
+  app.add_option("--curriculum", curriculum,
+                 "two_stage (teacher inputs, then student inputs front to back), none (teacher inputs only), or lwcl "
+                 "(easy to hard, teacher->student ramp, segments doubling, final logit KD)")
+      ->check(CLI::IsMember({"two_stage", "none", "lwcl"}));
+  app.add_option("--cache", cache_name, "host (RAM), disk (<out>/features) or compressed (exponent-coded on disk)")
+      ->check(CLI::IsMember({"host", "disk", "compressed"}));
+  app.add_option("--boundaries", boundaries, "layer map b[0..L] (default: summary.json beside the student, or identity)");
+  app.add_option("--lr", lr, "peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--kd-share", kd_share, "budget share of the final KD stage (curriculum lwcl)")->check(CLI::Range(0.0, 0.9));
+  app.add_option("--ramp-steps", ramp_steps, "curriculum lwcl: steps of a visit over which inputs move from teacher to "
+                                             "student (default: a third of a visit's steps)");
+  app.add_option("--batch", batch, "sequences per batch")->check(CLI::PositiveNumber);
+  app.add_option("--seq", seq, "tokens per sequence")->check(CLI::PositiveNumber);
+  app.add_option("--feature-batches", feature_batches, "batches whose boundary features are cached")->check(CLI::PositiveNumber);
+  app.add_option("--checkpoint-every", checkpoint_every, "segment steps between checkpoints (0: visit ends only)")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  try {
+    backend::cpu be;
+    distill::student_state student;
+    index_t teacher_layers = 0;
+    {
+      auto s = load_model(be, student_dir);
+      student = distill::student_state::of(*s);
+      teacher_layers = checkpoint::read_hf_config(teacher_dir).n_layers();
+    }
+    const auto map = layer_map(boundaries, student_dir, student.config.n_layers(), teacher_layers);
+    const data::shard train_shard((fs::path(data) / "train.bin").string());
+    const data::batch_loader loader(train_shard, batch, seq, 0x5EED);
+
+    distill::pipeline_options po;
+    po.total = distill::parse_budget(budget_text);
+    po.lr = lr;
+    po.min_lr = lr / 10;
+    po.final_kd_share = kd_share;
+    po.feature_batches = feature_batches;
+    po.checkpoint_every = checkpoint_every;
+    po.validation_ids = validation_ids(data, static_cast<std::size_t>(2 * batch * seq) + 1);
+    auto teacher = [&] { return load_model(be, teacher_dir); };
+
+    auto go = [&](auto curriculum_policy, auto cache_policy) {
+      const auto bundle = make_policies(slot<key::pruning>(policies::pruning::magnitude_l2{}),
+                                        slot<key::curriculum>(curriculum_policy), slot<key::cache>(cache_policy));
+      auto pipe = distill::make_pipeline(be, bundle, po);
+      return pipe.run(teacher, student, map, loader, out);
+    };
+    auto with_cache = [&](auto curriculum_policy) {
+      if (cache_name == "disk") return go(curriculum_policy, cache::disk{});
+      if (cache_name == "compressed") return go(curriculum_policy, cache::compressed<cache::disk, distill::exponent_codec>{});
+      return go(curriculum_policy, cache::host{});
+    };
+    distill::pipeline_result r;
+    if (curriculum == "none") {
+      r = with_cache(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{});
+    } else if (curriculum == "lwcl") {
+      cur::curriculum<cur::easy_to_hard, cur::ramp, cur::doubling> c;
+      // A visit's steps under a step budget with doubling segments: about budget / (2 L - 1) visits.
+      const index_t L = student.config.n_layers();
+      const long visit = po.total.unit == distill::budget_unit::steps
+                             ? static_cast<long>(po.total.amount * (1 - kd_share)) / std::max<index_t>(1, 2 * L - 1)
+                             : 30;
+      c.inputs = {0, static_cast<index_t>(ramp_steps > 0 ? ramp_steps : std::max(1L, visit / 3))};
+      c.growth.final_kd = true;
+      r = with_cache(c);
+    } else {
+      r = with_cache(cur::two_stage<>{});
+    }
+    for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json"})
+      if (fs::exists(fs::path(teacher_dir) / f))
+        fs::copy_file(fs::path(teacher_dir) / f, fs::path(out) / "student" / f, fs::copy_options::overwrite_existing);
+    std::printf("recover: %ld segment steps + %ld KD steps, %ld tokens in %.1f s%s; peak compute %s, peak cache %s, "
+                "stall %.1f%% of step time\n",
+                r.segment_steps, r.kd_steps, r.tokens, r.seconds, r.resumed ? " (resumed)" : "",
+                human_bytes(static_cast<double>(r.peak_compute_bytes)).c_str(),
+                human_bytes(static_cast<double>(r.peak_cache_bytes)).c_str(),
+                r.step_seconds > 0 ? 100 * r.stall_seconds / r.step_seconds : 0.0);
+    std::printf("recover: validation perplexity %.3f (%s); last-layer error %.4f -> %.4f; wrote %s/\n", r.val_ppl,
+                r.val_protocol.c_str(), r.cumulative_error_before.back(), r.cumulative_error.back(), out.c_str());
+    return 0;
+  } catch (const lwcl::error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
