@@ -261,6 +261,21 @@ TEST_CASE("pipeline: a run stopped at a random step resumes to bitwise the same 
     CHECK(b.segment_steps == a.segment_steps);
     CHECK(b.tokens == a.tokens);
   }
+
+  // Resuming with other settings is refused; a fresh start in the same directory clears the old cache.
+  auto other = opts;
+  other.total = {distill::budget_unit::steps, 84};
+  auto again = su.pruned();
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, other).run(su.source(), again, identity4, loader, su.dir / "a"),
+                       doctest::Contains("was made with budget = \"70 steps\", this run has \"84 steps\""), lwcl::error);
+  const data::batch_loader shifted(*su.shard, 2, 8, 6);
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, opts).run(su.source(), again, identity4, shifted, su.dir / "a"),
+                       doctest::Contains("was made with feature_tokens_hash"), lwcl::error);
+  auto fresh = opts;
+  fresh.resume = false;
+  const auto c = distill::make_pipeline(su.be, bundle, fresh).run(su.source(), again, identity4, shifted, su.dir / "a");
+  CHECK_FALSE(c.resumed);
+  CHECK(c.teacher_loaded);  // the disk cache of the earlier run was cleared, not reused
 }
 
 TEST_CASE("pipeline: recovery lowers the held-out KL; the tracker's peak in every visit is what the visit declares") {

@@ -330,9 +330,15 @@ class pipeline {
 
     // Where to start: a checkpoint, or the beginning.
     const fs::path ckdir = run_dir / "checkpoints";
+    fingerprint_ = fingerprint(loader);
     std::optional<nlohmann::json> state;
-    if (opt_.resume && fs::exists(ckdir / "latest")) state = load_checkpoint(ckdir);
-    else fs::remove(ckdir / "latest", ec);
+    if (opt_.resume && fs::exists(ckdir / "latest")) {
+      state = load_checkpoint(ckdir);
+    } else {
+      // A fresh start: whatever an earlier run left in a directory-backed cache is not trusted.
+      fs::remove(ckdir / "latest", ec);
+      for (const auto& k : cache_->keys()) cache_->erase(k);
+    }
     const long step0 = state ? state->at("global_step").get<long>() : 0;
     truncate_metrics(run_dir / "metrics.jsonl", "global_step", step0);
     metrics_.open((run_dir / "metrics.jsonl").string(), state.has_value());
@@ -425,6 +431,30 @@ class pipeline {
   }
 
  private:
+  // What must not change between a run and its resumption: the batch shape, the cached batches (their
+  // tokens, hashed), the layer map, the budget and the policies.
+  nlohmann::json fingerprint(const data::batch_loader& loader) const {
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the feature batches' token ids
+    std::vector<std::int32_t> ids, targets;
+    for (index_t b = 0; b < opt_.feature_batches; ++b) {
+      loader.batch(static_cast<std::uint64_t>(b), ids, targets);
+      for (std::int32_t id : ids)
+        for (int k = 0; k < 4; ++k) {
+          h ^= (static_cast<std::uint32_t>(id) >> (8 * k)) & 0xffu;
+          h *= 1099511628211ULL;
+        }
+    }
+    return {{"batch", B_},
+            {"seq_len", T_},
+            {"feature_batches", opt_.feature_batches},
+            {"feature_tokens_hash", std::to_string(h)},
+            {"boundaries", tlo_},
+            {"budget", opt_.total.str()},
+            {"final_kd_share", opt_.final_kd_share},
+            {"policies", describe(pol_)},
+            {"dtype", std::string(dtype_name(st_->type))}};
+  }
+
   // ---- evaluation ----
   void evaluate(const teacher_source& load_teacher, const student_state& initial) {
     const index_t need = opt_.eval_batches * B_ * T_;
@@ -995,7 +1025,8 @@ class pipeline {
                         {"stall_seconds", res_.stall_seconds},
                         {"peak_compute_bytes", res_.peak_compute_bytes},
                         {"peak_staging_bytes", peak_staging_},
-                        {"student_parameters", st_->params.size()}};
+                        {"student_parameters", st_->params.size()},
+                        {"fingerprint", fingerprint_}};
     write_text_atomic(dir / "state.json", j.dump() + "\n");
     write_text_atomic(ckdir / "latest", name);
     // Keep the newest two.
@@ -1013,6 +1044,12 @@ class pipeline {
     check(j.at("student_parameters").get<std::size_t>() == st_->params.size(), "pipeline: checkpoint '", dir.string(),
           "' holds ", j.at("student_parameters").get<std::size_t>(), " student parameters, this student has ",
           st_->params.size(), " (a run directory belongs to one student)");
+    for (const auto& [field, value] : fingerprint_.items())
+      check(j.at("fingerprint").contains(field) && j.at("fingerprint").at(field) == value, "pipeline: checkpoint '",
+            dir.string(), "' was made with ", field, " = ",
+            j.at("fingerprint").contains(field) ? j.at("fingerprint").at(field).dump() : std::string("(none)"),
+            ", this run has ", value.dump(), "; resume with the same settings, or start afresh (another run directory, or "
+            "resume = false)");
     std::ifstream f(dir / "student.bin", std::ios::binary);
     f.read(reinterpret_cast<char*>(st_->params.data()), static_cast<std::streamsize>(st_->params.size() * sizeof(double)));
     check(f.good(), "pipeline: '", (dir / "student.bin").string(), "' is shorter than the student's parameters");
@@ -1052,7 +1089,7 @@ class pipeline {
   std::vector<std::uint64_t> layer_version_;
   std::uint64_t version_counter_ = 0;
   pipeline_result res_;
-  nlohmann::json partial_;
+  nlohmann::json partial_, fingerprint_;
   metrics_writer metrics_;
   std::unique_ptr<progress> bar_;
   timer clock_;
