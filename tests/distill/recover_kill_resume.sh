@@ -22,13 +22,14 @@ recover=("$build/experiments/recover" --teacher "$work/teacher/model" --student 
          --checkpoint-every 5)
 "${recover[@]}" --out "$work/a" | tail -2
 
-# Kill once the run has logged a random number of segment steps (1 .. 90).
-target=$((1 + RANDOM % 90))
+# Kill once the run has a checkpoint and has logged a random number of segment steps (6 .. 96: the
+# last ones land in the closing KD stage or the evaluation).
+target=$((6 + RANDOM % 91))
 "${recover[@]}" --out "$work/b" >/dev/null 2>&1 &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do
   logged=$(grep -c '"global_step"' "$work/b/metrics.jsonl" 2>/dev/null || true)
-  [ "${logged:-0}" -ge "$target" ] && break
+  [ "${logged:-0}" -ge "$target" ] && [ -e "$work/b/checkpoints/latest" ] && break
   sleep 0.01
 done
 if ! kill -9 "$pid" 2>/dev/null; then

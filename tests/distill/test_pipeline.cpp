@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <vector>
 
 #include "lwcl/backend/host/host.hpp"
@@ -21,6 +22,7 @@
 #include "lwcl/policies/curriculum/doubling.hpp"
 #include "lwcl/policies/curriculum/easy_to_hard.hpp"
 #include "lwcl/policies/curriculum/ramp.hpp"
+#include "lwcl/policies/curriculum/student_inputs.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/policies/curriculum/two_stage.hpp"
 #include "lwcl/policies/loss/mse.hpp"
@@ -214,6 +216,49 @@ TEST_CASE("pipeline: cached features are the teacher's hidden states; one whole-
   CHECK(worst <= 1e-13 * largest);
 }
 
+namespace {
+
+// Runs `bundle` uninterrupted, then stopped at `trials` random segment steps and resumed, each in its own
+// directory; the resumed students, visit losses, steps and tokens must be bitwise the uninterrupted ones.
+template <class Bundle>
+distill::pipeline_result check_resume(setup& su, const Bundle& bundle, const distill::pipeline_options& opts,
+                                      const data::batch_loader& loader, const std::string& tag, int trials,
+                                      std::uint64_t seed) {
+  auto full = su.pruned();
+  const auto a = distill::make_pipeline(su.be, bundle, opts).run(su.source(), full, identity4, loader, su.dir / (tag + "a"));
+  CHECK(full.params != su.pruned().params);
+  philox_stream pick{seed, 0};
+  for (int trial = 0; trial < trials; ++trial) {
+    const long stop = 1 + static_cast<long>(pick.bits(static_cast<std::uint64_t>(trial)) % static_cast<std::uint64_t>(a.segment_steps - 1));
+    CAPTURE(tag);
+    CAPTURE(stop);
+    const fs::path run = su.dir / (tag + "b" + std::to_string(trial));
+    auto halted = opts;
+    halted.halt_after_steps = stop;
+    auto part = su.pruned();
+    CHECK_THROWS_AS(distill::make_pipeline(su.be, bundle, halted).run(su.source(), part, identity4, loader, run),
+                    distill::pipeline_halted);
+    const bool had_checkpoint = fs::exists(run / "checkpoints" / "latest");  // none when stopped before the first
+    auto resumed = su.pruned();
+    const auto b = distill::make_pipeline(su.be, bundle, opts).run(su.source(), resumed, identity4, loader, run);
+    CHECK(b.resumed == had_checkpoint);
+    CHECK(resumed.params == full.params);
+    REQUIRE(b.visits.size() == a.visits.size());
+    for (std::size_t i = 0; i < a.visits.size(); ++i) {
+      CHECK(b.visits[i].first == a.visits[i].first);
+      CHECK(b.visits[i].last == a.visits[i].last);
+      CHECK(b.visits[i].loss_first == a.visits[i].loss_first);
+      CHECK(b.visits[i].loss_last == a.visits[i].loss_last);
+    }
+    CHECK(b.segment_steps == a.segment_steps);
+    CHECK(b.kd_steps == a.kd_steps);
+    CHECK(b.tokens == a.tokens);
+  }
+  return a;
+}
+
+}  // namespace
+
 TEST_CASE("pipeline: a run stopped at a random step resumes to bitwise the same student") {
   setup su(dtype::f32, "lwcl_test_pipeline_resume");
   const data::batch_loader loader(*su.shard, 2, 8, 5);
@@ -228,52 +273,34 @@ TEST_CASE("pipeline: a run stopped at a random step resumes to bitwise the same 
   auto opts = quiet(70);  // 7 visits of 8 steps, 14 KD steps
   opts.checkpoint_every = 3;
   opts.save_student = true;
-
-  auto full = su.pruned();
-  const auto a = distill::make_pipeline(su.be, bundle, opts).run(su.source(), full, identity4, loader, su.dir / "a");
+  const auto a = check_resume(su, bundle, opts, loader, "lwcl_", 2, 77);
   REQUIRE(a.visits.size() == 7);
   CHECK(a.segment_steps == 56);
   CHECK(a.kd_steps == 14);
   CHECK(a.tokens == 70 * 16);
-  CHECK(full.params != su.pruned().params);
-  CHECK(fs::exists(su.dir / "a" / "student" / "model.safetensors"));
+  CHECK(fs::exists(su.dir / "lwcl_a" / "student" / "model.safetensors"));
 
-  philox_stream pick{77, 0};
-  for (int trial = 0; trial < 2; ++trial) {
-    const long stop = 1 + static_cast<long>(pick.bits(static_cast<std::uint64_t>(trial)) % 55);
-    CAPTURE(stop);
-    const fs::path run = su.dir / ("b" + std::to_string(trial));
-    auto halted = opts;
-    halted.halt_after_steps = stop;
-    auto part = su.pruned();
-    CHECK_THROWS_AS(distill::make_pipeline(su.be, bundle, halted).run(su.source(), part, identity4, loader, run),
-                    distill::pipeline_halted);
-    auto resumed = su.pruned();
-    const auto b = distill::make_pipeline(su.be, bundle, opts).run(su.source(), resumed, identity4, loader, run);
-    CHECK(b.resumed);
-    CHECK(resumed.params == full.params);
-    REQUIRE(b.visits.size() == a.visits.size());
-    for (std::size_t i = 0; i < a.visits.size(); ++i) {
-      CHECK(b.visits[i].first == a.visits[i].first);
-      CHECK(b.visits[i].loss_first == a.visits[i].loss_first);
-      CHECK(b.visits[i].loss_last == a.visits[i].loss_last);
-    }
-    CHECK(b.segment_steps == a.segment_steps);
-    CHECK(b.tokens == a.tokens);
-  }
+  // Segments from measured layer difficulties, visited easy to hard, host cache: the resumed run must
+  // segment and order as the interrupted one did, not re-measure on weights trained since.
+  auto balanced = make_policies(
+      slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(pol::curriculum::two_stage<pol::curriculum::easy_to_hard>{}),
+      slot<key::segmentation>(pol::segmentation::balanced_difficulty{.n_segments = 2, .layer_difficulty = {}}));
+  auto bopts = quiet(40);
+  bopts.checkpoint_every = 4;
+  check_resume(su, balanced, bopts, loader, "balanced_", 2, 78);
 
   // Resuming with other settings is refused; a fresh start in the same directory clears the old cache.
   auto other = opts;
   other.total = {distill::budget_unit::steps, 84};
   auto again = su.pruned();
-  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, other).run(su.source(), again, identity4, loader, su.dir / "a"),
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, other).run(su.source(), again, identity4, loader, su.dir / "lwcl_a"),
                        doctest::Contains("was made with budget = \"70 steps\", this run has \"84 steps\""), lwcl::error);
   const data::batch_loader shifted(*su.shard, 2, 8, 6);
-  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, opts).run(su.source(), again, identity4, shifted, su.dir / "a"),
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, opts).run(su.source(), again, identity4, shifted, su.dir / "lwcl_a"),
                        doctest::Contains("was made with feature_tokens_hash"), lwcl::error);
   auto fresh = opts;
   fresh.resume = false;
-  const auto c = distill::make_pipeline(su.be, bundle, fresh).run(su.source(), again, identity4, shifted, su.dir / "a");
+  const auto c = distill::make_pipeline(su.be, bundle, fresh).run(su.source(), again, identity4, shifted, su.dir / "lwcl_a");
   CHECK_FALSE(c.resumed);
   CHECK(c.teacher_loaded);  // the disk cache of the earlier run was cleared, not reused
 }
@@ -332,9 +359,22 @@ TEST_CASE("pipeline: easy-to-hard orders visits by measured difficulty; balanced
   REQUIRE(r.visits.size() == 4);  // 2 segments x 2 phases
   CHECK(std::isfinite(r.visits[0].difficulty));
   CHECK(r.visits[0].difficulty <= r.visits[1].difficulty);
-  CHECK(r.visits[0].first != r.visits[1].first);
-  CHECK(r.visits[0].last - r.visits[0].first + r.visits[1].last - r.visits[1].first == 4);
   CHECK(r.visits[2].first == 0);  // phase 2 is front to back
+  // The segments are the ones balanced_difficulty makes of the layer difficulties the run measured.
+  std::vector<double> layer_difficulty;
+  std::istringstream metrics(read_text(su.dir / "run" / "metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") == "layer_difficulty") layer_difficulty = j.at("difficulty").get<std::vector<double>>();
+  }
+  REQUIRE(layer_difficulty.size() == 4);
+  for (double d : layer_difficulty) CHECK(d > 0);
+  const auto expected = pol::segmentation::balanced_difficulty{.n_segments = 2, .layer_difficulty = layer_difficulty}.segments(su.cfg);
+  REQUIRE(expected.size() == 2);
+  CHECK(r.visits[2].first == expected[0].first);
+  CHECK(r.visits[2].last == expected[0].last);
+  CHECK(r.visits[3].first == expected[1].first);
+  CHECK(r.visits[3].last == expected[1].last);
 }
 
 TEST_CASE("pipeline: token and seconds budgets, and bad input") {
@@ -358,6 +398,21 @@ TEST_CASE("pipeline: token and seconds budgets, and bad input") {
     CHECK(r.budget_exhausted);
     CHECK(r.segment_steps == 0);
     CHECK(student.params == before);
+  }
+  {
+    // A seconds budget with a closing KD stage: the visits share 80% of the time, KD gets the rest.
+    pol::curriculum::curriculum<pol::curriculum::front_to_back, pol::curriculum::student_inputs> cur;
+    cur.growth.final_kd = true;
+    auto kd_bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur));
+    auto opts = quiet(0);
+    opts.total = distill::parse_budget("seconds:1.5");
+    auto student = su.pruned();
+    const auto r = distill::make_pipeline(su.be, kd_bundle, opts).run(su.source(), student, identity4, loader, su.dir / "kd");
+    MESSAGE("seconds:1.5 with final KD: ", r.segment_steps, " segment steps, ", r.kd_steps, " KD steps in ", r.seconds, " s");
+    CHECK(r.visits.size() == 4);
+    CHECK(r.segment_steps > 8);
+    CHECK(r.kd_steps > 0);
+    CHECK(r.seconds < 3.0);
   }
   CHECK_THROWS_WITH_AS(distill::parse_budget("minutes:3"), doctest::Contains("unknown unit 'minutes'"), lwcl::error);
   CHECK_THROWS_WITH_AS(distill::parse_budget("steps:-1"), doctest::Contains("expected a positive number"), lwcl::error);

@@ -294,7 +294,7 @@ class pipeline {
                 "pipeline<policy_set, Backend>: Backend must be the backend the bundle's backend slot names");
 
   pipeline(Backend& be, PolicySet policies, pipeline_options opt = {})
-      : be_(be), pol_(std::move(policies)), opt_(std::move(opt)) {}
+      : be_(be), pol0_(policies), pol_(std::move(policies)), opt_(std::move(opt)) {}
 
   const pipeline_options& options() const { return opt_; }
   const PolicySet& policies() const { return pol_; }
@@ -307,6 +307,7 @@ class pipeline {
   pipeline_result run(const teacher_source& load_teacher, student_state& student, const std::vector<index_t>& boundaries,
                       const data::batch_loader& loader, const std::filesystem::path& run_dir) {
     namespace fs = std::filesystem;
+    pol_ = pol0_;  // runtime inputs measured by an earlier run() are not reused
     validate(student, boundaries, loader);
     const student_state initial = opt_.validation_ids.empty() ? student_state{} : student;
     st_ = &student;
@@ -315,6 +316,7 @@ class pipeline {
     T_ = loader.seq_len();
     clock_ = timer();
     res_ = pipeline_result{};
+    layerwise_spent_ = false;
     reset_versions(student.config.n_layers());
     elapsed_before_ = 0;
     peak_staging_ = 0;
@@ -347,6 +349,7 @@ class pipeline {
     run_peak_.clear();
 
     teacher_pass(load_teacher, loader);
+    if (state) restore_segmentation_inputs(*state);
     fill_segmentation_inputs();
 
     const auto stages = policies::segmentation_stages(pol_.segmentation, student.config);
@@ -395,14 +398,19 @@ class pipeline {
       for (index_t pos = first_pos; pos < static_cast<index_t>(order.size()); ++pos) {
         const long s0 = state && p == phase0 && pos == pos0 ? visit_step0 : 0;
         visit(run_dir, p, pos, order, difficulty, s0, ckdir);
-        if (res_.budget_exhausted) break;
+        if (layerwise_spent_) break;
       }
-      if (res_.budget_exhausted) break;
+      if (layerwise_spent_) break;
     }
     if (bar_) bar_->finish();
     bar_.reset();
 
-    if (pol_.curriculum.has_final_kd() && !kd_done && kd_steps_planned_ > 0 && !res_.budget_exhausted) final_kd(load_teacher, loader, ckdir);
+    if (pol_.curriculum.has_final_kd() && !kd_done && kd_steps_planned_ > 0) {
+      if (opt_.total.unit == budget_unit::seconds && elapsed() >= opt_.total.amount)
+        res_.budget_exhausted = true;  // the teacher pass and the visits took the whole budget
+      else
+        final_kd(load_teacher, loader, ckdir);
+    }
 
     for (int t = 0; t < tier_count; ++t) {
       const auto tt = static_cast<tier>(t);
@@ -457,10 +465,6 @@ class pipeline {
 
   // ---- evaluation ----
   void evaluate(const teacher_source& load_teacher, const student_state& initial) {
-    const index_t need = opt_.eval_batches * B_ * T_;
-    check(opt_.eval_batches >= 1 && static_cast<index_t>(opt_.validation_ids.size()) >= need, "pipeline: ",
-          opt_.validation_ids.size(), " validation tokens, expected at least ", opt_.eval_batches, " batches of ", B_, " x ",
-          T_, " = ", need);
     auto net = st_->to_transformer(be_);
     const auto p = eval::perplexity(*net, opt_.validation_ids, T_, T_, "validation");
     res_.val_ppl = p.perplexity();
@@ -491,6 +495,12 @@ class pipeline {
           ", expected a share in [0, 1)");
     check(opt_.checkpoint_every >= 0, "pipeline: checkpoint_every is ", opt_.checkpoint_every, ", expected >= 0");
     check(loader.batch_size() > 0 && loader.seq_len() > 0, "pipeline: the loader has no batch shape");
+    if (!opt_.validation_ids.empty()) {
+      const index_t need = opt_.eval_batches * loader.batch_size() * loader.seq_len();
+      check(opt_.eval_batches >= 1 && static_cast<index_t>(opt_.validation_ids.size()) >= need, "pipeline: ",
+            opt_.validation_ids.size(), " validation tokens, expected at least eval_batches (", opt_.eval_batches,
+            ") batches of ", loader.batch_size(), " x ", loader.seq_len(), " = ", need);
+    }
   }
 
   void write_config(const std::filesystem::path& run_dir, const student_state& s) const {
@@ -719,6 +729,19 @@ class pipeline {
     }
     return d;
   }
+  // The runtime inputs the run measured for the segmentation, for checkpoints: resuming must segment
+  // exactly as the interrupted run did, not re-measure on weights trained since.
+  nlohmann::json segmentation_inputs() const {
+    nlohmann::json j = nlohmann::json::object();
+    if constexpr (requires { pol_.segmentation.layer_difficulty; }) j["layer_difficulty"] = pol_.segmentation.layer_difficulty;
+    return j;
+  }
+  void restore_segmentation_inputs(const nlohmann::json& state) {
+    if constexpr (requires { pol_.segmentation.layer_difficulty; }) {
+      const auto& in = state.at("segmentation_inputs");
+      if (in.contains("layer_difficulty")) pol_.segmentation.layer_difficulty = in.at("layer_difficulty").get<std::vector<double>>();
+    }
+  }
   // Runtime inputs a segmentation policy reads from the run when left unset: balanced_difficulty's
   // per-layer difficulties (each layer's initial local loss on teacher inputs), memory_budget's batch
   // shape and dtype.
@@ -794,7 +817,8 @@ class pipeline {
       const index_t left = visits_total() - g;
       deadline = elapsed() + std::max(0.0, layerwise_seconds() - elapsed()) / static_cast<double>(std::max<index_t>(1, left));
       if (elapsed() >= layerwise_seconds()) {
-        res_.budget_exhausted = true;
+        res_.budget_exhausted = true;  // this visit and the ones after it get no steps
+        layerwise_spent_ = true;
         return;
       }
     }
@@ -830,7 +854,7 @@ class pipeline {
       plan.push_back(teacher_item(teacher_out(sg.last), b));
     }
     optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
-    timer vt;
+    timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
     double stall = 0;
     std::size_t staging = 0;
     {
@@ -847,7 +871,7 @@ class pipeline {
         if (secs) {
           if (elapsed() >= deadline) break;
           if (s == s0 + 3) {
-            const double per_step = vt.seconds() / 3.0;
+            const double per_step = estimate.seconds() / 3.0;
             planned = std::min(planned, s0 + 3 + static_cast<long>((deadline - elapsed()) / std::max(per_step, 1e-9)));
             sched.total_steps = std::max(1L, planned);
           }
@@ -915,13 +939,16 @@ class pipeline {
     res_.stall_seconds += rep.stall_seconds;
     res_.peak_compute_bytes = std::max(res_.peak_compute_bytes, rep.compute_bytes);
     peak_staging_ = std::max(peak_staging_, staging);
-    if (secs && elapsed() >= layerwise_seconds()) res_.budget_exhausted = true;
+    if (secs && elapsed() >= layerwise_seconds()) layerwise_spent_ = true;
+    if (secs && rep.steps < planned) res_.budget_exhausted = true;
 
-    seg.write_back(st_->layout, st_->params);
-    ++version_counter_;
-    for (index_t l = sg.first; l < sg.last; ++l) layer_version_[static_cast<std::size_t>(l)] = version_counter_;
-    // Student features below the segment are still current; those above it are stale now.
-    for (index_t b = sg.first + 1; b <= st_->config.n_layers(); ++b) cache_->invalidate(b, source::student);
+    if (rep.steps > 0) {  // a visit cut before its first step changed nothing
+      seg.write_back(st_->layout, st_->params);
+      ++version_counter_;
+      for (index_t l = sg.first; l < sg.last; ++l) layer_version_[static_cast<std::size_t>(l)] = version_counter_;
+      // Student features below the segment are still current; those above it are stale now.
+      for (index_t b = sg.first + 1; b <= st_->config.n_layers(); ++b) cache_->invalidate(b, source::student);
+    }
     res_.visits.push_back(rep);
     partial_ = nlohmann::json();
     if (metrics_.is_open()) {
@@ -1026,6 +1053,13 @@ class pipeline {
                         {"peak_compute_bytes", res_.peak_compute_bytes},
                         {"peak_staging_bytes", peak_staging_},
                         {"student_parameters", st_->params.size()},
+                        {"kd_peak_compute_bytes", res_.kd_peak_compute_bytes},
+                        {"kd_seconds", res_.kd_seconds},
+                        {"teacher_pass_seconds", res_.teacher_pass_seconds},
+                        {"refresh_seconds", res_.refresh_seconds},
+                        {"teacher_loaded", res_.teacher_loaded},
+                        {"budget_exhausted", res_.budget_exhausted},
+                        {"segmentation_inputs", segmentation_inputs()},
                         {"fingerprint", fingerprint_}};
     write_text_atomic(dir / "state.json", j.dump() + "\n");
     write_text_atomic(ckdir / "latest", name);
@@ -1065,10 +1099,15 @@ class pipeline {
     res_.peak_compute_bytes = j.at("peak_compute_bytes");
     peak_staging_ = j.at("peak_staging_bytes");
     elapsed_before_ = j.at("seconds");
+    res_.kd_peak_compute_bytes = j.at("kd_peak_compute_bytes");
+    res_.kd_seconds = j.at("kd_seconds");
+    res_.teacher_pass_seconds = j.at("teacher_pass_seconds");
+    res_.refresh_seconds = j.at("refresh_seconds");
+    res_.teacher_loaded = j.at("teacher_loaded");
+    res_.budget_exhausted = j.at("budget_exhausted");
     return j;
   }
 
- public:
   // Layer versions start at 0 (the pruned weights); run() resets them unless it resumes.
   void reset_versions(index_t n_layers) {
     layer_version_.assign(static_cast<std::size_t>(n_layers), 0);
@@ -1077,7 +1116,8 @@ class pipeline {
 
  private:
   Backend& be_;
-  PolicySet pol_;
+  PolicySet pol0_, pol_;  // as given, and with this run's measured runtime inputs
+  bool layerwise_spent_ = false;  // a seconds budget's layer-wise share is used up
   pipeline_options opt_;
   student_state* st_ = nullptr;
   std::vector<index_t> tlo_;
