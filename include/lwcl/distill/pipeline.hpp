@@ -752,7 +752,12 @@ class pipeline {
         std::vector<policies::segment> layers;
         for (index_t l = 0; l < st_->config.n_layers(); ++l) layers.push_back({l, l + 1});
         sp.layer_difficulty = initial_losses(layers, 0.0);
-        if (metrics_.is_open()) metrics_.write({{"event", "layer_difficulty"}, {"difficulty", sp.layer_difficulty}});
+        if (metrics_.is_open()) {
+          nlohmann::json rec;
+          rec["event"] = "layer_difficulty";
+          rec["difficulty"] = sp.layer_difficulty;
+          metrics_.write(rec);
+        }
       }
     }
     if constexpr (requires { sp.batch; sp.seq; sp.type; }) {
@@ -997,13 +1002,16 @@ class pipeline {
     res_.kd_peak_compute_bytes = r.peak_compute_bytes;
     res_.kd_seconds = t.seconds();
     res_.budget_exhausted = res_.budget_exhausted || r.budget_exhausted;
-    if (metrics_.is_open())
-      metrics_.write({{"event", "final_kd"},
-                      {"steps", r.steps},
-                      {"loss_first", r.loss_first},
-                      {"loss_last", r.loss_last},
-                      {"peak_compute_bytes", r.peak_compute_bytes},
-                      {"seconds", r.seconds}});
+    if (metrics_.is_open()) {
+      nlohmann::json rec;
+      rec["event"] = "final_kd";
+      rec["steps"] = r.steps;
+      rec["loss_first"] = r.loss_first;
+      rec["loss_last"] = r.loss_last;
+      rec["peak_compute_bytes"] = r.peak_compute_bytes;
+      rec["seconds"] = r.seconds;
+      metrics_.write(rec);
+    }
     save_checkpoint(ckdir, phases_.size(), 0, 0, {}, {}, nullptr, visit_report{}, true);
   }
 
