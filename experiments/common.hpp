@@ -115,9 +115,6 @@ inline std::vector<std::vector<std::int32_t>> error_batches(const std::vector<st
   return out;
 }
 
-// The layer map of a width-pruned student of L layers: {0, 1, ..., L} (model/layer_map.hpp).
-inline std::vector<index_t> identity_layers(index_t L) { return model::identity_boundaries(L); }
-
 // One row of a comparison table.
 struct method_row {
   std::string name;
@@ -273,7 +270,7 @@ pruned_start start_pruned(backend::cpu& be, const std::string& data, const std::
   pr.name = "pruned";
   pr.val_ppl = eval::perplexity(*p, val, T, T, "validation").perplexity();
   pr.cumulative_error =
-      eval::cumulative_error(*t, *p, identity_layers(p->config().n_layers()), error_batches(val, B, T, 2), B, T);
+      eval::cumulative_error(*t, *p, model::identity_boundaries(p->config().n_layers()), error_batches(val, B, T, 2), B, T);
   pr.wall_seconds = prune_seconds;
   pr.tokens = static_cast<long>(calib_batches) * B * T;
   s.rows.push_back(pr);

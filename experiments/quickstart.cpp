@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
       method_row pr;
       pr.name = "pruned";
       pr.val_ppl = eval::perplexity(*p, val, seq, seq, "validation").perplexity();
-      pr.cumulative_error = eval::cumulative_error(*t, *p, identity_layers(p->config().n_layers()),
+      pr.cumulative_error = eval::cumulative_error(*t, *p, model::identity_boundaries(p->config().n_layers()),
                                                    error_batches(val, batch, seq, 2), batch, seq);
       pr.wall_seconds = prune_seconds;
       pr.tokens = static_cast<long>(calib_batches) * batch * seq;
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
 
     // 2. The recoveries, each under the same budget on the same training stream.
     const data::batch_loader loader(train_shard, batch, seq, 0x5EED);
-    const study st{be, teacher.dir, identity_layers(pruned.config.n_layers()), loader, val, error_batches(val, batch, seq, 2),
+    const study st{be, teacher.dir, model::identity_boundaries(pruned.config.n_layers()), loader, val, error_batches(val, batch, seq, 2),
                    batch, seq, out_dir};
     distill::pipeline_options po;
     po.total = budget;
