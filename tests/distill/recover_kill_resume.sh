@@ -59,7 +59,7 @@ for f in config.json metrics.jsonl report.json loss_curves.png memory.png cumula
          student/vocab.json; do
   [ -s "$work/b/$f" ] || { echo "recover_kill_resume: $f missing" >&2; exit 1; }
 done
-"$build/experiments/eval_model" "$work/b/student" "$src/README.md" --seq-len 32 | grep -q '^perplexity '
+"$build/experiments/eval_model" "$work/b/student" "$src/README.md" --seq-len 32 | grep '^perplexity ' >/dev/null  # reads all: grep -q could end the pipe early (SIGPIPE under pipefail)
 echo "recover_kill_resume: the resumed run is bitwise the uninterrupted one"
 
 # Layer removal: the layer map travels in summary.json; a wrong one is refused.

@@ -47,7 +47,7 @@ echo "kill_resume: resumed run is bitwise identical to the uninterrupted one ($s
 out=$("$build/experiments/eval_model" "$work/a/model" "$src/README.md" --seq-len 64 --stride 32 --split readme \
       --dump-logits "$work/logits.bin")
 echo "$out"
-echo "$out" | grep -Eq '^perplexity [0-9.]+ .*split=readme seq_len=64 stride=32 tokens=[0-9]+\)$'
+grep -Eq '^perplexity [0-9.]+ .*split=readme seq_len=64 stride=32 tokens=[0-9]+\)$' <<< "$out"  # no pipe: grep -q may exit before echo has written
 vocab=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$work/a/model/config.json")
 size=$(stat -c %s "$work/logits.bin")
 [ "$size" -eq $((32 + 4 * 64 + 4 * 64 * vocab)) ] || { echo "eval_model: dump has $size bytes" >&2; exit 1; }
