@@ -28,6 +28,7 @@
 #include "lwcl/distill/cache/exponent_codec.hpp"
 #include "lwcl/distill/cache/zstd_codec.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/layer_outputs.hpp"
 #include "lwcl/model/transformer.hpp"
 
 using namespace lwcl;
@@ -94,26 +95,11 @@ std::vector<std::byte> as_bytes_of(const std::vector<E>& v) {
 // layer-wise trainer computes its teacher features: the embeddings, then one block at a time.
 std::vector<std::vector<float>> boundary_features(model::transformer<backend::cpu>& net,
                                                   const std::vector<std::int32_t>& ids) {
-  auto& be = net.backend();
-  const auto& cfg = net.config();
-  const index_t C = cfg.d_model;
-  owned_tensor<backend::cpu> x(be, dtype::f32, {batch_rows, seq_len, C}), y(be, dtype::f32, {batch_rows, seq_len, C});
-  ops::embedding_forward(be, x.view(), tensor(ids.data(), {batch_rows, seq_len}), net.param("wte"),
-                         net.layout().contains("wpe") ? net.param("wpe") : tensor());
   std::vector<std::vector<float>> out;
-  auto grab = [&](const tensor& h) {
+  model::for_each_layer_output(net, ids, batch_rows, seq_len, [&](index_t, const tensor& h) {
     out.emplace_back(static_cast<std::size_t>(h.numel()));
-    be.to_host(out.back().data(), h.data, h.bytes());
-  };
-  grab(x.view());
-  for (index_t l = 0; l < cfg.n_layers(); ++l) {
-    const auto sh = model::shape_of_layer(cfg, l);
-    model::block_acts<backend::cpu> a(be, sh, batch_rows, seq_len, dtype::f32);
-    const auto w = model::bind_block(net.layout(), model::layer_prefix(l), net.params().data, dtype::f32);
-    model::block_forward(be, sh, w, a, x.view(), y.view());
-    std::swap(x, y);
-    grab(x.view());
-  }
+    net.backend().to_host(out.back().data(), h.data, h.bytes());
+  });
   return out;
 }
 

@@ -1,10 +1,14 @@
 // The layer-wise pipeline on backend::cuda against backend::host: the same pruned student, bundle,
-// batches and step budget give the same recovered student within f32 tolerance, and the device run
-// keeps its compute memory on the device.
+// batches and step budget give the same recovered student within f32 tolerance with every cache tier a
+// GPU run can use (pinned host memory, disk records staged in pinned memory, device memory), with the
+// copies of step s + 1 queued on the copy stream during step s or made in step; the device run keeps
+// its compute memory on the device.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "distill/pruned_fixture.hpp"
@@ -13,6 +17,8 @@
 #include "lwcl/distill/pipeline.hpp"
 #include "lwcl/policies/backend/cuda.hpp"
 #include "lwcl/policies/backend/host.hpp"
+#include "lwcl/policies/cache/cuda.cuh"
+#include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/pruning/magnitude.hpp"
 #include "support/check.hpp"
 
@@ -22,14 +28,16 @@ using lwcl::test::rel_error;
 
 namespace {
 
-// Recovers `pruned` with the default two-stage bundle on backend Be, from a teacher with host_params.
-template <class BackendPolicy>
+// Recovers `pruned` with the default two-stage bundle on backend Be with cache policy Cache, from a
+// teacher with teacher_params.
+template <class BackendPolicy, class Cache>
 distill::pipeline_result recover_on(const distill::student_state& pruned, const std::vector<double>& teacher_params,
                                     const model::model_config& cfg, const data::batch_loader& loader, const fs::path& dir,
-                                    distill::student_state& out) {
+                                    distill::student_state& out, std::optional<bool> upload_ahead = std::nullopt) {
   using Be = typename BackendPolicy::type;
   Be be;
-  auto bundle = make_policies(slot<key::pruning>(policies::pruning::magnitude_l2{}), slot<key::backend>(BackendPolicy{}));
+  auto bundle = make_policies(slot<key::pruning>(policies::pruning::magnitude_l2{}), slot<key::backend>(BackendPolicy{}),
+                              slot<key::cache>(Cache{}));
   distill::pipeline_options o;
   o.total = {distill::budget_unit::steps, 48};
   o.feature_batches = 3;
@@ -39,6 +47,7 @@ distill::pipeline_result recover_on(const distill::student_state& pruned, const 
   o.log = nullptr;
   o.save_student = false;
   o.plots = false;
+  o.upload_ahead = upload_ahead;
   out = pruned;
   auto teacher = [&] {
     auto t = std::make_unique<model::transformer<Be>>(be, cfg, dtype::f32);
@@ -65,20 +74,49 @@ TEST_CASE("cuda: the layer-wise pipeline recovers the same student as on the hos
   const data::shard shard((dir / "train.bin").string());
   const data::batch_loader loader(shard, 4, 16, 3);
 
-  distill::student_state on_host, on_device;
-  const auto h = recover_on<policies::backend::host<>>(pruned, teacher_params, cfg, loader, dir / "host", on_host);
-  const auto d = recover_on<policies::backend::cuda>(pruned, teacher_params, cfg, loader, dir / "cuda", on_device);
-  REQUIRE(h.visits.size() == d.visits.size());
-  for (std::size_t i = 0; i < h.visits.size(); ++i) {
-    CAPTURE(i);
-    CHECK(d.visits[i].steps == h.visits[i].steps);
-    CHECK(rel_error(std::vector<double>{d.visits[i].loss_last}, std::vector<double>{h.visits[i].loss_last}) < 1e-2);
+  distill::student_state on_host;
+  const auto h = recover_on<policies::backend::host<>, policies::cache::host>(pruned, teacher_params, cfg, loader,
+                                                                              dir / "host", on_host);
+  const std::size_t feature = 4 * 16 * static_cast<std::size_t>(cfg.d_model) * sizeof(float);
+
+  // Each tier a GPU run uses; the copies of the next step queued during this one (the default on a
+  // device) or made in step. Every variant recovers the host's student.
+  struct variant {
+    const char* name;
+    std::optional<bool> ahead;
+  };
+  std::vector<distill::student_state> students;
+  for (const variant v : {variant{"pinned", std::nullopt}, variant{"pinned_in_step", false}, variant{"disk_pinned", std::nullopt},
+                          variant{"device", std::nullopt}}) {
+    CAPTURE(v.name);
+    distill::student_state on_device;
+    const std::string name = v.name;
+    const auto d = name == "device" ? recover_on<policies::backend::cuda, policies::cache::device>(
+                                          pruned, teacher_params, cfg, loader, dir / name, on_device, v.ahead)
+                   : name == "disk_pinned" ? recover_on<policies::backend::cuda, policies::cache::disk_pinned>(
+                                                 pruned, teacher_params, cfg, loader, dir / name, on_device, v.ahead)
+                                           : recover_on<policies::backend::cuda, policies::cache::pinned>(
+                                                 pruned, teacher_params, cfg, loader, dir / name, on_device, v.ahead);
+    REQUIRE(h.visits.size() == d.visits.size());
+    for (std::size_t i = 0; i < h.visits.size(); ++i) {
+      CAPTURE(i);
+      CHECK(d.visits[i].steps == h.visits[i].steps);
+      CHECK(rel_error(std::vector<double>{d.visits[i].loss_last}, std::vector<double>{h.visits[i].loss_last}) < 1e-2);
+    }
+    const double err = rel_error(on_device.params, on_host.params);
+    MESSAGE("pipeline student with the ", name, " cache, device vs host: relative error ", err, "; stall ",
+            d.stall_seconds, " s of ", d.step_seconds, " s");
+    CHECK(err < 1e-3);
+    CHECK(on_device.params != pruned.params);
+    CHECK(d.tracker_peak_bytes.at("device") > 0);
+    CHECK(d.cache.hit_rate() == 1.0);
+    // A second feature set on the device when copies run a step ahead (not for the device tier, read in place).
+    const bool ahead = name != "device" && v.ahead.value_or(true);
+    CHECK(d.peak_compute_bytes == h.peak_compute_bytes + (ahead ? 3 * feature : 0));
+    if (name != "device") CHECK(d.tracker_peak_bytes.at("pinned") > 0);  // the staging ring (and the pinned store)
+    students.push_back(on_device);
   }
-  const double err = rel_error(on_device.params, on_host.params);
-  MESSAGE("pipeline student, device vs host: relative error ", err);
-  CHECK(err < 1e-3);
-  CHECK(on_device.params != pruned.params);
-  CHECK(d.tracker_peak_bytes.at("device") > 0);
-  CHECK(d.peak_compute_bytes == h.peak_compute_bytes);
+  // Queued a step ahead or made in step, the same kernels run on the same bytes.
+  CHECK(students[0].params == students[1].params);
   fs::remove_all(dir);
 }

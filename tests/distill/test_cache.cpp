@@ -615,6 +615,43 @@ TEST_CASE("the prefetcher delivers its plan in order and complete, for 1 to 4 th
     }
 }
 
+TEST_CASE("a prefetcher holding several delivered features keeps them intact while it stages ahead") {
+  const shape s{1, 8, 16};
+  const auto n = static_cast<std::size_t>(s.numel());
+  feature_cache<hooked_store> cache;
+  std::vector<prefetch_item> plan;
+  for (index_t batch = 0; batch < 12; ++batch) {
+    const feature_key k{1, source::teacher, batch};
+    cache.put(k, content_of(k, n).data(), s, 0);
+    plan.emplace_back(k);
+  }
+  // hold 3 and 2 more buffers: the trainer keeps its last three features (say, while copies out of
+  // them run), and workers still stage two ahead.
+  prefetcher<hooked_store> pf(cache, plan, {2, 5, 3});
+  std::vector<staged_feature> held;
+  bool intact = true;
+  std::size_t most_ready = 0;
+  while (auto f = pf.next()) {
+    held.push_back(*f);
+    if (held.size() > 3) held.erase(held.begin());  // the oldest was given back by this next()
+    if (held.size() == 3 && f->index + 2 < plan.size()) {
+      const timer wait;
+      while (pf.ready() < 2 && wait.seconds() < 10) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // room to overstep, were it allowed
+      most_ready = std::max(most_ready, pf.ready());
+    }
+    for (const auto& h : held) {
+      const std::vector<float> got(h.data.ptr<float>(), h.data.ptr<float>() + n);
+      intact = intact && same_bits(got, content_of(h.key, n));
+    }
+  }
+  CHECK(intact);
+  CHECK(most_ready == 2);  // never more than ring - hold staged ahead
+  CHECK(pf.stats().delivered == plan.size());
+  CHECK_THROWS_WITH_AS(prefetcher<hooked_store>(cache, plan, {1, 2, 3}), doctest::Contains("hold 3 staged features"),
+                       lwcl::error);
+}
+
 TEST_CASE("prefetch workers' errors surface as lwcl::error from next() at the failing item") {
   const shape s{1, 4, 8};
   const auto n = static_cast<std::size_t>(s.numel());

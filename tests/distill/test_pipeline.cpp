@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "lwcl/backend/host/host.hpp"
@@ -29,6 +30,7 @@
 #include "lwcl/policies/pruning/magnitude.hpp"
 #include "lwcl/policies/segmentation/balanced_difficulty.hpp"
 #include "lwcl/policies/segmentation/explicit_boundaries.hpp"
+#include "lwcl/policies/segmentation/memory_budget.hpp"
 #include "lwcl/policies/segmentation/uniform.hpp"
 #include "lwcl/prune/surgery.hpp"
 #include "pruned_fixture.hpp"
@@ -220,6 +222,23 @@ namespace {
 
 // Runs `bundle` uninterrupted, then stopped at `trials` random segment steps and resumed, each in its own
 // directory; the resumed students, visit losses, steps and tokens must be bitwise the uninterrupted ones.
+// metrics.jsonl without its timings: per record the event or step, where in the curriculum, and the
+// loss. Teacher passes and student-feature refreshes are left out: they are work a process does for
+// its own cache, so a resumed process makes them where its cache lacks current features.
+std::vector<std::string> metrics_outline(const fs::path& run) {
+  std::vector<std::string> out;
+  std::istringstream in(read_text(run / "metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") == "teacher_pass" || j.value("event", "") == "refresh") continue;
+    nlohmann::json o;
+    for (const char* k : {"event", "global_step", "kd_step", "step", "phase", "position", "boundary", "loss"})
+      if (j.contains(k)) o[k] = j[k];
+    out.push_back(o.dump());
+  }
+  return out;
+}
+
 template <class Bundle>
 distill::pipeline_result check_resume(setup& su, const Bundle& bundle, const distill::pipeline_options& opts,
                                       const data::batch_loader& loader, const std::string& tag, int trials,
@@ -253,6 +272,14 @@ distill::pipeline_result check_resume(setup& su, const Bundle& bundle, const dis
     CHECK(b.segment_steps == a.segment_steps);
     CHECK(b.kd_steps == a.kd_steps);
     CHECK(b.tokens == a.tokens);
+    // Every record once, in order: steps, and events (difficulty, refresh, visit) written between the
+    // last checkpoint and the stop, which the resumed run writes again.
+    const auto got = metrics_outline(run), want = metrics_outline(su.dir / (tag + "a"));
+    std::size_t same = 0;
+    while (same < got.size() && same < want.size() && got[same] == want[same]) ++same;
+    CAPTURE(same);
+    CHECK(got.size() == want.size());
+    if (same < std::min(got.size(), want.size())) CHECK(got[same] == want[same]);
   }
   return a;
 }
@@ -284,7 +311,7 @@ TEST_CASE("pipeline: a run stopped at a random step resumes to bitwise the same 
   // segment and order as the interrupted one did, not re-measure on weights trained since.
   auto balanced = make_policies(
       slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(pol::curriculum::two_stage<pol::curriculum::easy_to_hard>{}),
-      slot<key::segmentation>(pol::segmentation::balanced_difficulty{.n_segments = 2, .layer_difficulty = {}}));
+      slot<key::segmentation>(pol::segmentation::balanced_difficulty{.n_segments = 2}));
   auto bopts = quiet(40);
   bopts.checkpoint_every = 4;
   check_resume(su, balanced, bopts, loader, "balanced_", 2, 78);
@@ -348,12 +375,77 @@ TEST_CASE("pipeline: recovery lowers the held-out KL; the tracker's peak in ever
   CHECK(rep.at("visits").size() == 8);
 }
 
+TEST_CASE("pipeline: features uploaded a step ahead into a second set give bitwise the same student") {
+  setup su(dtype::f32, "lwcl_test_pipeline_ahead");
+  const data::batch_loader loader(*su.shard, 2, 8, 9);
+  // A ramp, so steps read two features (teacher or student input, and the output) or three (both
+  // inputs, mixed): the plan's items per step vary, and staged buffers are held across steps.
+  using ramped = pol::curriculum::curriculum<pol::curriculum::front_to_back, pol::curriculum::ramp, pol::curriculum::doubling>;
+  ramped cur;
+  cur.inputs = {1, 3};
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur));
+  auto opts = quiet(42);
+  std::vector<distill::pipeline_result> runs;
+  std::vector<distill::student_state> students;
+  for (const bool ahead : {false, true}) {
+    CAPTURE(ahead);
+    opts.upload_ahead = ahead;
+    students.push_back(su.pruned());
+    runs.push_back(distill::make_pipeline(su.be, bundle, opts)
+                       .run(su.source(), students.back(), identity4, loader, su.dir / (ahead ? "ahead" : "in_step")));
+  }
+  CHECK(students[1].params == students[0].params);
+  CHECK(students[1].params != su.pruned().params);
+  REQUIRE(runs[0].visits.size() == runs[1].visits.size());
+  const std::size_t feature = 2 * 8 * su.cfg.d_model * sizeof(float);
+  for (std::size_t i = 0; i < runs[0].visits.size(); ++i) {
+    CAPTURE(i);
+    const auto &a = runs[0].visits[i], &b = runs[1].visits[i];
+    CHECK(b.loss_last == a.loss_last);
+    CHECK(b.steps == a.steps);
+    CHECK(b.compute_bytes == a.compute_bytes + 3 * feature);  // the second set
+    CHECK(b.tracker_bytes == b.compute_bytes + b.staging_bytes);
+  }
+  CHECK(runs[1].cache.hits == runs[0].cache.hits);
+}
+
+TEST_CASE("pipeline: memory_budget's segments hold, in every visit, the compute bytes it counted for them") {
+  setup su(dtype::f32, "lwcl_test_pipeline_memory_budget");
+  const data::batch_loader loader(*su.shard, 2, 8, 13);
+  const auto student0 = su.pruned();
+  for (const bool ahead : {false, true}) {
+    CAPTURE(ahead);
+    const index_t sets = ahead ? 2 : 1;
+    // A budget that fits the first two layers with the pipeline's feature buffers, and not three.
+    const pol::segmentation::memory_budget probe{.budget_bytes = 1, .batch = 2, .seq = 8, .input_tensors = 3 * sets};
+    const std::size_t budget = probe.memory_of(student0.config, {0, 2}).total();
+    REQUIRE(probe.memory_of(student0.config, {0, 3}).total() > budget);
+    auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}),
+                                slot<key::segmentation>(pol::segmentation::memory_budget{.budget_bytes = budget}));
+    auto opts = quiet(24);
+    opts.upload_ahead = ahead;
+    auto student = student0;
+    const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader,
+                                                                   su.dir / (ahead ? "ahead" : "in_step"));
+    REQUIRE_FALSE(r.visits.empty());
+    CHECK(r.visits[0].first == 0);
+    CHECK(r.visits[0].last == 2);
+    for (const auto& v : r.visits) {
+      CAPTURE(v.first);
+      CAPTURE(v.last);
+      CHECK(v.compute_bytes <= budget);
+      CHECK(v.compute_bytes == probe.memory_of(student0.config, {v.first, v.last}).total());
+      CHECK(v.tracker_bytes == v.compute_bytes + v.staging_bytes);
+    }
+  }
+}
+
 TEST_CASE("pipeline: easy-to-hard orders visits by measured difficulty; balanced_difficulty gets measured layers") {
   setup su(dtype::f32, "lwcl_test_pipeline_order");
   const data::batch_loader loader(*su.shard, 2, 8, 6);
   using cur_t = pol::curriculum::two_stage<pol::curriculum::easy_to_hard>;
   auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur_t{}),
-                              slot<key::segmentation>(pol::segmentation::balanced_difficulty{.n_segments = 2, .layer_difficulty = {}}));
+                              slot<key::segmentation>(pol::segmentation::balanced_difficulty{.n_segments = 2}));
   auto student = su.pruned();
   const auto r = distill::make_pipeline(su.be, bundle, quiet(8)).run(su.source(), student, identity4, loader, su.dir / "run");
   REQUIRE(r.visits.size() == 4);  // 2 segments x 2 phases

@@ -22,6 +22,11 @@ class metrics_writer {
 
   void open(const std::string& path, bool append = false) {
     close();
+    records_ = 0;
+    if (append && std::filesystem::exists(path)) {
+      std::istringstream in(read_text(path));
+      for (std::string line; std::getline(in, line);) records_ += !line.empty();
+    }
     out_.clear();
     out_.open(path, append ? std::ios::app : std::ios::trunc);
     check(out_.good(), "metrics_writer: cannot open '", path, "' for writing");
@@ -37,11 +42,15 @@ class metrics_writer {
     out_ << record.dump() << '\n';
     out_.flush();
     check(out_.good(), "metrics_writer: write to '", path_, "' failed");
+    ++records_;
   }
+  // Records in the file: those written since open, and those it held when opened to append.
+  std::size_t records() const { return records_; }
 
  private:
   std::ofstream out_;
   std::string path_;
+  std::size_t records_ = 0;
 };
 
 // A metrics file after a resume: drops the records whose `key` is past `last` (the resumed run writes
@@ -60,6 +69,22 @@ inline void truncate_metrics(const std::filesystem::path& path, const std::strin
     }
     kept += line + '\n';
   }
+  write_text_atomic(path, kept);
+}
+
+// A metrics file after a resume from a checkpoint that recorded how many records the file held: keeps
+// exactly those (every record after them, steps and events alike, is written again by the resumed run).
+inline void truncate_metrics_records(const std::filesystem::path& path, std::size_t keep) {
+  if (!std::filesystem::exists(path)) return;
+  std::istringstream in(read_text(path));
+  std::string line, kept;
+  std::size_t n = 0;
+  while (n < keep && std::getline(in, line)) {
+    if (line.empty()) continue;
+    kept += line + '\n';
+    ++n;
+  }
+  check(n == keep, "truncate_metrics_records: '", path.string(), "' holds ", n, " records, its checkpoint counted ", keep);
   write_text_atomic(path, kept);
 }
 

@@ -48,6 +48,7 @@
 #include "lwcl/model/block_stack.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_map.hpp"
+#include "lwcl/model/layer_outputs.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/elementwise.hpp"
 #include "lwcl/optim/schedule.hpp"
@@ -117,7 +118,11 @@ struct pipeline_options {
   double kd_temperature = 1.0;
   long checkpoint_every = 50;              // segment steps; a visit's end always checkpoints; 0: only those
   bool resume = true;                      // continue from <run>/checkpoints/latest when present
-  prefetch_options prefetch{1, 3};
+  prefetch_options prefetch{1, 3};         // threads and ring beyond what a step holds (hold is set here)
+  // Queue the copies of step s + 1's features to compute memory before step s runs, into a second set
+  // of feature buffers, so that they overlap it (on a device backend: the copy stream). Unset: on
+  // device backends only. Results are the same either way.
+  std::optional<bool> upload_ahead;
   long max_visit_steps = 20000;            // the planned length of a visit under a seconds budget
   bool progress_bar = true;
   std::FILE* log = stdout;
@@ -263,6 +268,18 @@ struct pipeline_result {
 
 namespace pipeline_detail {
 
+// Where the prefetcher stages features: the cache policy's `staging` memory when it names one (pinned
+// host memory under CUDA, so copies to the device are asynchronous), else the heap.
+template <class P>
+struct staging_of {
+  using type = heap_memory;
+};
+template <class P>
+  requires requires { typename P::staging; }
+struct staging_of<P> {
+  using type = typename P::staging;
+};
+
 inline std::string checkpoint_name(long global_step, std::size_t phase, index_t position) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "ck_%09ld_p%03zu_v%04lld", global_step, phase, static_cast<long long>(position));
@@ -279,6 +296,10 @@ class pipeline {
   using cache_policy_type = typename PolicySet::cache_type;
   using loss_type = typename PolicySet::loss_type;
   using store_type = typename cache_policy_type::store;
+  using staging_type = typename pipeline_detail::staging_of<cache_policy_type>::type;
+  // A store in the backend's device memory is read in place (copied device to device on the compute
+  // stream) rather than through the prefetcher's host staging ring.
+  static constexpr bool device_resident = Backend::is_device && store_type::memory_tier == lwcl::tier::device;
   using net_type = model::transformer<Backend>;
   // Loads (or builds) the teacher; called for the teacher pass and the final KD stage only, and the
   // model is released after each, so it is never resident while segments train.
@@ -342,7 +363,10 @@ class pipeline {
       for (const auto& k : cache_->keys()) cache_->erase(k);
     }
     const long step0 = state ? state->at("global_step").get<long>() : 0;
-    truncate_metrics(run_dir / "metrics.jsonl", "global_step", step0);
+    if (state && state->contains("metrics_records"))
+      truncate_metrics_records(run_dir / "metrics.jsonl", state->at("metrics_records").get<std::size_t>());
+    else
+      truncate_metrics(run_dir / "metrics.jsonl", "global_step", step0);
     metrics_.open((run_dir / "metrics.jsonl").string(), state.has_value());
 
     memory().reset_peaks();
@@ -589,26 +613,12 @@ class pipeline {
         res_.teacher_loaded = true;
       }
       loader.batch(static_cast<std::uint64_t>(b), ids, targets);
-      auto& net = *teacher;
-      const auto& cfg = net.config();
-      owned_tensor<Backend> x(be_, st_->type, feature_shape()), y(be_, st_->type, feature_shape());
-      buffer<Backend> tok(be_, ids.size() * sizeof(std::int32_t));
-      be_.from_host(tok.data(), ids.data(), tok.bytes());
-      ops::embedding_forward(be_, x.view(), tensor(tok.data(), dtype::i32, {B_, T_}), net.param("wte"),
-                             net.layout().contains("wpe") ? net.param("wpe") : tensor());
-      auto grab = [&](index_t boundary) {
-        if (std::binary_search(wanted.begin(), wanted.end(), boundary)) put_feature({boundary, source::teacher, b}, x.view(), 0);
-      };
-      grab(0);
-      const index_t last = wanted.back();
-      for (index_t l = 0; l < last; ++l) {
-        const auto sh = model::shape_of_layer(cfg, l);
-        model::block_acts<Backend> a(be_, sh, B_, T_, st_->type);
-        model::block_forward(be_, sh, model::bind_block(net.layout(), model::layer_prefix(l), net.params().data, st_->type), a,
-                             x.view(), y.view());
-        std::swap(x, y);
-        grab(l + 1);
-      }
+      model::for_each_layer_output(
+          *teacher, ids, B_, T_,
+          [&](index_t boundary, const tensor& h) {
+            if (std::binary_search(wanted.begin(), wanted.end(), boundary)) put_feature({boundary, source::teacher, b}, h, 0);
+          },
+          wanted.back());
     }
     teacher.reset();
     res_.teacher_pass_seconds += t.seconds();
@@ -765,6 +775,7 @@ class pipeline {
         sp.batch = B_;
         sp.seq = T_;
         sp.type = st_->type;
+        if constexpr (requires { sp.input_tensors; }) sp.input_tensors = 3 * feature_sets();
       }
     }
   }
@@ -779,6 +790,114 @@ class pipeline {
     return xt;
   }
 
+  // ---- a visit's features in compute memory ----
+
+  // Feature sets a visit holds in compute memory: two when the next step's copies are queued ahead.
+  index_t feature_sets() const { return !device_resident && opt_.upload_ahead.value_or(Backend::is_device) ? 2 : 1; }
+
+  // One step's features: teacher input, student input, teacher output at the segment's boundaries.
+  struct feature_set {
+    owned_tensor<Backend> xt, xs, y;
+  };
+
+  // Feeds the steps of one visit, in order, their features in compute memory: the teacher input when
+  // the student share r < 1, the student input when r > 0, and the teacher output. They come from the
+  // prefetcher's staging ring by the backend's copy_async (the copy stream on a device), or for a store
+  // on the device by a device-to-device copy. With upload_ahead the copies of step s + 1 are queued
+  // into a second feature set before step s computes, so they overlap it. A staged buffer is given back
+  // to the prefetcher (by a later next()) only after synchronize_copies, so no copy reads a buffer that
+  // a worker is refilling.
+  class feed {
+   public:
+    feed(pipeline& pl, index_t first, index_t last, long s0, long end, const std::vector<double>& share)
+        : pl_(pl), first_(first), last_(last), end_(end), share_(share),
+          ahead_(pl.feature_sets() == 2) {
+      for (int i = 0; i < (ahead_ ? 2 : 1); ++i) {
+        sets_.push_back(feature_set{{pl_.be_, pl_.st_->type, pl_.feature_shape()},
+                                    {pl_.be_, pl_.st_->type, pl_.feature_shape()},
+                                    {pl_.be_, pl_.st_->type, pl_.feature_shape()}});
+      }
+      if constexpr (!device_resident) {
+        std::vector<prefetch_item> plan;
+        for (long s = s0; s < end; ++s) for_items(s, [&](const prefetch_item& it, int) { plan.push_back(it); });
+        prefetch_options po = pl_.opt_.prefetch;
+        po.hold = Backend::is_device ? 3 : 1;  // a host copy is finished when copy_async returns
+        po.ring += po.hold - 1;
+        pf_.emplace(*pl_.cache_, std::move(plan), po);
+      }
+      if (ahead_ && s0 < end_) upload(s0);
+    }
+    // Copies still queued read staging buffers and write feature sets that go with this object.
+    ~feed() {
+      try {
+        pl_.be_.synchronize_copies();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "pipeline: waiting for feature copies failed: %s\n", e.what());
+      }
+    }
+    feed(const feed&) = delete;
+    feed& operator=(const feed&) = delete;
+
+    // Step s's features, ready for the kernels queued next; called for s = s0, s0 + 1, ... in order.
+    const feature_set& at(long s) {
+      if (!ahead_) upload(s);
+      pl_.be_.compute_wait_for_copies();
+      if (ahead_ && s + 1 < end_) {
+        pl_.be_.copies_wait_for_compute();  // the other set was read by step s - 1
+        upload(s + 1);
+      }
+      return set_of(s);
+    }
+    // The visit stops before its planned end (a seconds budget's estimate): nothing is copied past it.
+    void end_at(long end) { end_ = std::min(end_, end); }
+    std::size_t set_count() const { return sets_.size(); }
+    prefetch_stats stats() const { return pf_ ? pf_->stats() : prefetch_stats{}; }
+
+   private:
+    feature_set& set_of(long s) { return sets_[static_cast<std::size_t>(s) % sets_.size()]; }
+
+    template <class F>
+    void for_items(long s, F&& f) const {
+      const index_t b = static_cast<index_t>(s % pl_.opt_.feature_batches);
+      const double r = share_[static_cast<std::size_t>(s)];
+      if (r < 1) f(pl_.teacher_item(pl_.teacher_in(first_), b), 0);
+      if (r > 0) f(pl_.student_item(first_, b), 1);
+      f(pl_.teacher_item(pl_.teacher_out(last_), b), 2);
+    }
+
+    void upload(long s) {
+      pl_.be_.synchronize_copies();  // the buffers the next() calls below give back are copied out
+      feature_set& fs = set_of(s);
+      for_items(s, [&](const prefetch_item& it, int which) {
+        load(it, which == 0 ? fs.xt.view() : which == 1 ? fs.xs.view() : fs.y.view());
+      });
+    }
+
+    void load(const prefetch_item& it, const tensor& dst) {
+      if constexpr (device_resident) {
+        const record_view v = pl_.cache_->view(it.key, it.expected_version);
+        check(v.meta.enc == encoding::raw && v.meta.type == dst.type && v.meta.shape == dst.shape, "pipeline: cached feature ",
+              it.key.str(), " is ", dtype_name(v.meta.type), v.meta.shape.str(), " (", encoding_name(v.meta.enc), "), expected ",
+              dst.describe());
+        pl_.be_.copy(dst.data, v.bytes.data(), v.bytes.size());
+      } else {
+        auto f = pf_->next();
+        check(f.has_value(), "pipeline: the prefetch plan ended early");
+        check(f->data.type == dst.type && f->data.shape == dst.shape, "pipeline: cached feature ", f->key.str(), " is ",
+              f->data.describe(), ", expected ", dst.describe());
+        pl_.be_.copy_async(dst.data, f->data.data, f->data.bytes());
+      }
+    }
+
+    pipeline& pl_;
+    index_t first_, last_;
+    long end_;
+    const std::vector<double>& share_;
+    bool ahead_;
+    std::vector<feature_set> sets_;
+    std::optional<prefetcher<store_type, staging_type>> pf_;
+  };
+
   // ---- one visit ----
   void visit(const std::filesystem::path& run_dir, std::size_t p, index_t pos, const std::vector<index_t>& order,
              const std::vector<double>& difficulty, long s0, const std::filesystem::path& ckdir) {
@@ -789,7 +908,6 @@ class pipeline {
     const index_t g = global_visit(p, pos);
     long planned = visit_steps_[static_cast<std::size_t>(g)];
     const bool secs = opt_.total.unit == budget_unit::seconds;
-    const index_t nb = opt_.feature_batches;
 
     visit_report rep;
     rep.phase = p;
@@ -847,30 +965,13 @@ class pipeline {
       check(seg.steps() == s0, "pipeline: the segment state in '", path.string(), "' is at step ", seg.steps(), ", the checkpoint at ",
             s0);
     }
-    owned_tensor<Backend> xt(be_, st_->type, feature_shape()), xs(be_, st_->type, feature_shape()),
-        y(be_, st_->type, feature_shape());
-
-    std::vector<prefetch_item> plan;
-    for (long s = s0; s < planned; ++s) {
-      const index_t b = static_cast<index_t>(s % nb);
-      const double r = share[static_cast<std::size_t>(s)];
-      if (r < 1) plan.push_back(teacher_item(teacher_in(sg.first), b));
-      if (r > 0) plan.push_back(student_item(sg.first, b));
-      plan.push_back(teacher_item(teacher_out(sg.last), b));
-    }
     optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
     timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
     double stall = 0;
-    std::size_t staging = 0;
+    std::size_t staging = 0, feature_sets = 1;
     {
-      prefetcher<store_type> pf(*cache_, std::move(plan), opt_.prefetch);
-      auto take = [&](const tensor& dst) {
-        auto f = pf.next();
-        check(f.has_value(), "pipeline: the prefetch plan ended early");
-        check(f->data.type == dst.type && f->data.shape == dst.shape, "pipeline: cached feature ", f->key.str(), " is ",
-              f->data.describe(), ", expected ", dst.describe());
-        be_.from_host(dst.data, f->data.data, f->data.bytes());
-      };
+      feed fd(*this, sg.first, sg.last, s0, planned, share);
+      feature_sets = fd.set_count();
       for (long s = s0; s < planned; ++s) {
         if (opt_.halt_after_steps > 0 && steps_this_process_ >= opt_.halt_after_steps) throw pipeline_halted{};
         if (secs) {
@@ -879,21 +980,20 @@ class pipeline {
             const double per_step = estimate.seconds() / 3.0;
             planned = std::min(planned, s0 + 3 + static_cast<long>((deadline - elapsed()) / std::max(per_step, 1e-9)));
             sched.total_steps = std::max(1L, planned);
+            fd.end_at(planned);
           }
         }
         const double r = share[static_cast<std::size_t>(s)];
-        if (r < 1) take(xt.view());
-        if (r > 0) take(xs.view());
-        take(y.view());
-        tensor x = r <= 0 ? xt.view() : xs.view();
+        const feature_set& in = fd.at(s);
+        tensor x = r <= 0 ? in.xt.view() : in.xs.view();
         if (r > 0 && r < 1) {
-          ops::mix(be_, xt.view(), xt.view(), xs.view(), r);
-          x = xt.view();
+          ops::mix(be_, in.xt.view(), in.xt.view(), in.xs.view(), r);
+          x = in.xt.view();
         }
         const double lr = sched.lr(s + 1);
         double loss = 0;
         try {
-          loss = seg.step(x, y.view(), lr);
+          loss = seg.step(x, in.y.view(), lr);
         } catch (const lwcl::error& e) {
           fail("pipeline: phase ", p, ", segment [", sg.first, ", ", sg.last, "), step ", s + 1, " (global step ",
                res_.segment_steps + 1, "): ", e.what());
@@ -918,26 +1018,26 @@ class pipeline {
                         {"student_fraction", r},
                         {"lr", lr},
                         {"seconds", elapsed()},
-                        {"memory", memory_sample(pf.stats().staging_bytes)}});
+                        {"memory", memory_sample(fd.stats().staging_bytes)}});
         if (bar_) bar_->update(secs ? static_cast<long>(elapsed()) : res_.segment_steps,
                                "phase " + std::to_string(p) + " layers " + std::to_string(sg.first) + "-" +
                                    std::to_string(sg.last - 1));
         if (opt_.checkpoint_every > 0 && (s + 1) % opt_.checkpoint_every == 0 && s + 1 < planned) {
           rep.planned_steps = planned;
           rep.seconds += vt.seconds();
-          rep.stall_seconds += pf.stats().stall_seconds - stall;
-          stall = pf.stats().stall_seconds;
+          rep.stall_seconds += fd.stats().stall_seconds - stall;
+          stall = fd.stats().stall_seconds;
           vt = timer();
           save_checkpoint(ckdir, p, pos, s + 1, order, difficulty, &seg, rep);
         }
       }
-      const auto ps = pf.stats();
+      const auto ps = fd.stats();
       rep.stall_seconds += ps.stall_seconds - stall;
       staging = ps.staging_bytes;
     }
     rep.planned_steps = planned;
     rep.seconds += vt.seconds();
-    rep.compute_bytes = seg.resident_bytes() + 3 * feature_bytes();
+    rep.compute_bytes = seg.resident_bytes() + 3 * feature_sets * feature_bytes();
     rep.staging_bytes = staging;
     rep.tracker_bytes = memory().peak(ct) - base;
     res_.step_seconds += rep.seconds;
@@ -972,7 +1072,7 @@ class pipeline {
     const std::size_t cache = cache_->stats().store.stored_bytes;
     std::size_t other = 0;
     if (store_type::memory_tier == ct) other += cache;
-    if (heap_memory::memory_tier == ct) other += staging;
+    if (staging_type::memory_tier == ct) other += staging;
     return {{"compute", tracked > other ? tracked - other : 0}, {"cache", cache}, {"staging", staging}, {"tracker", tracked}};
   }
 
@@ -1043,6 +1143,7 @@ class pipeline {
     nlohmann::json visits = nlohmann::json::array();
     for (const auto& v : res_.visits) visits.push_back(v.to_json());
     nlohmann::json j = {{"global_step", res_.segment_steps},
+                        {"metrics_records", metrics_.records()},
                         {"phase", phase},
                         {"position", position},
                         {"visit_step", visit_step},

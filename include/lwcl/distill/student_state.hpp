@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/model/host_params.hpp"
 #include "lwcl/model/transformer.hpp"
-#include "lwcl/ops/common.hpp"
 
 namespace lwcl::distill {
 
@@ -22,15 +22,7 @@ struct student_state {
   // The parameters of `net`, copied to the host.
   template <class Backend>
   static student_state of(const model::transformer<Backend>& net) {
-    student_state s{net.config(), net.layout(), std::vector<double>(static_cast<std::size_t>(net.layout().numel())),
-                    net.type()};
-    ops::dispatch_float("student_state", net.type(), [&](auto z) {
-      using T = decltype(z);
-      std::vector<T> tmp(s.params.size());
-      net.backend().to_host(tmp.data(), net.params().data, tmp.size() * sizeof(T));
-      for (std::size_t i = 0; i < tmp.size(); ++i) s.params[i] = static_cast<double>(tmp[i]);
-    });
-    return s;
+    return student_state{net.config(), net.layout(), model::host_params(net), net.type()};
   }
 
   // Copies the parameters into `net`, which must have this configuration's layout and dtype.
@@ -39,11 +31,7 @@ struct student_state {
     check(net.layout().numel() == layout.numel() && net.type() == type, "student_state: a model of ",
           net.layout().numel(), " ", dtype_name(net.type()), " parameters cannot take ", layout.numel(), " ",
           dtype_name(type), " ones");
-    ops::dispatch_float("student_state", type, [&](auto z) {
-      using T = decltype(z);
-      std::vector<T> tmp(params.begin(), params.end());
-      net.backend().from_host(net.params().data, tmp.data(), tmp.size() * sizeof(T));
-    });
+    model::set_host_params(net, params);
   }
 
   // A transformer on `be` holding these parameters.

@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "lwcl/core/error.hpp"
-#include "lwcl/model/block.hpp"
-#include "lwcl/model/block_stack.hpp"
 #include "lwcl/model/layer_map.hpp"
+#include "lwcl/model/layer_outputs.hpp"
 #include "lwcl/model/transformer.hpp"
-#include "lwcl/ops/embedding.hpp"
+#include "lwcl/ops/common.hpp"
 
 namespace lwcl::eval {
 
@@ -24,30 +23,18 @@ namespace cumulative_detail {
 template <class Backend>
 std::vector<std::vector<double>> layer_outputs(model::transformer<Backend>& net, const std::vector<std::int32_t>& ids,
                                                index_t B, index_t T) {
-  auto& be = net.backend();
-  const auto& cfg = net.config();
-  const dtype t = net.type();
-  owned_tensor<Backend> x(be, t, {B, T, cfg.d_model}), y(be, t, {B, T, cfg.d_model});
-  buffer<Backend> tok(be, ids.size() * sizeof(std::int32_t));
-  be.from_host(tok.data(), ids.data(), tok.bytes());
-  ops::embedding_forward(be, x.view(), tensor(tok.data(), dtype::i32, {B, T}), net.param("wte"),
-                         net.layout().contains("wpe") ? net.param("wpe") : tensor());
   std::vector<std::vector<double>> out;
-  for (index_t l = 0; l < cfg.n_layers(); ++l) {
-    const auto sh = model::shape_of_layer(cfg, l);
-    model::block_acts<Backend> a(be, sh, B, T, t);
-    model::block_forward(be, sh, model::bind_block(net.layout(), model::layer_prefix(l), net.params().data, t), a, x.view(),
-                         y.view());
-    std::swap(x, y);
-    std::vector<double> h(static_cast<std::size_t>(x.view().numel()));
-    ops::dispatch_float("cumulative_error", t, [&](auto z) {
+  model::for_each_layer_output(net, ids, B, T, [&](index_t boundary, const tensor& x) {
+    if (boundary == 0) return;
+    std::vector<double> h(static_cast<std::size_t>(x.numel()));
+    ops::dispatch_float("cumulative_error", x.type, [&](auto z) {
       using E = decltype(z);
       std::vector<E> tmp(h.size());
-      be.to_host(tmp.data(), x.view().data, x.view().bytes());
+      net.backend().to_host(tmp.data(), x.data, x.bytes());
       for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<double>(tmp[i]);
     });
     out.push_back(std::move(h));
-  }
+  });
   return out;
 }
 

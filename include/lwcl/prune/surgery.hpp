@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lwcl/model/host_params.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/prune/plan.hpp"
 
@@ -21,29 +22,8 @@ struct bias_compensation {
 };
 
 namespace detail {
-
-// The model's parameters as doubles in host memory (exact for f32 and f64).
-template <class Backend>
-std::vector<double> host_params(const model::transformer<Backend>& net) {
-  std::vector<double> out(static_cast<std::size_t>(net.layout().numel()));
-  ops::dispatch_float("prune", net.type(), [&](auto z) {
-    using T = decltype(z);
-    std::vector<T> tmp(out.size());
-    net.backend().to_host(tmp.data(), net.params().data, tmp.size() * sizeof(T));
-    for (std::size_t i = 0; i < tmp.size(); ++i) out[i] = static_cast<double>(tmp[i]);
-  });
-  return out;
-}
-
-template <class Backend>
-void set_host_params(model::transformer<Backend>& net, const std::vector<double>& values) {
-  ops::dispatch_float("prune", net.type(), [&](auto z) {
-    using T = decltype(z);
-    std::vector<T> tmp(values.begin(), values.end());
-    net.backend().from_host(net.params().data, tmp.data(), tmp.size() * sizeof(T));
-  });
-}
-
+using model::host_params;
+using model::set_host_params;
 }  // namespace detail
 
 // Returns the pruned model, on the same backend and in the same dtype as `net`. With `comp`, the

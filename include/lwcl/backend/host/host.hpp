@@ -54,6 +54,12 @@ struct host {
   void to_host(void* host_dst, const void* src, std::size_t bytes) { copy(host_dst, src, bytes); }
   void from_host(void* dst, const void* host_src, std::size_t bytes) { copy(dst, host_src, bytes); }
   void synchronize() {}
+  // The copy-stream interface of a device backend, trivially: a copy is done when copy_async returns,
+  // so there is nothing to order or wait for.
+  void copy_async(void* dst, const void* src, std::size_t bytes) { copy(dst, src, bytes); }
+  void compute_wait_for_copies() {}
+  void copies_wait_for_compute() {}
+  void synchronize_copies() {}
 
   // ---- kernels ------------------------------------------------------------------------------------
   // Calls f(i) for i in [0, n). `cost` is a rough per-index work estimate in flops; loops under

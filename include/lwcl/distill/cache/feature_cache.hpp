@@ -131,6 +131,20 @@ class feature_cache {
     return r;
   }
 
+  // The record of k as its store holds it (device addresses for a device store, the encoded payload
+  // for a compressed one), with the version checked as get does. The view keeps the record alive.
+  record_view view(const feature_key& k, std::optional<std::uint64_t> expected_version) {
+    std::optional<record_view> v = store_.find(k);
+    if (!v) {
+      ++misses_;
+      fail_missing(k);
+    }
+    check_version(k, v->meta, expected_version);
+    ++hits_;
+    bytes_read_ += v->bytes.size();
+    return std::move(*v);
+  }
+
   bool contains(const feature_key& k) const { return store_.meta(k).has_value(); }
   std::optional<record_meta> find_meta(const feature_key& k) const { return store_.meta(k); }
   record_meta meta_of(const feature_key& k) const {

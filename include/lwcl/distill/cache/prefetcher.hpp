@@ -34,10 +34,12 @@ struct prefetch_item {
 
 struct prefetch_options {
   int threads = 2;  // workers reading and decoding
-  int ring = 2;     // staging buffers; one is the trainer's while it works, so 2 or more overlap
+  int ring = 2;     // staging buffers; the trainer holds `hold` of them, so ring > hold overlaps
+  int hold = 1;     // delivered features kept staged until a later next() or release() gives them back
+                    // (oldest first): an asynchronous copy out of a staging buffer needs it kept
 };
 
-// A staged feature: valid until the following next() or release(), or the prefetcher's end.
+// A staged feature: valid until `hold` more next() calls or release(), or the prefetcher's end.
 struct staged_feature {
   std::size_t index = 0;  // position in the plan
   feature_key key;
@@ -65,6 +67,8 @@ class prefetcher {
       : cache_(cache), plan_(std::move(plan)), opt_(options) {
     check(opt_.threads >= 1 && opt_.threads <= 256, "prefetcher: ", opt_.threads, " threads, expected 1 to 256");
     check(opt_.ring >= 1 && opt_.ring <= 4096, "prefetcher: a ring of ", opt_.ring, " buffers, expected 1 to 4096");
+    check(opt_.hold >= 1 && opt_.hold <= opt_.ring, "prefetcher: hold ", opt_.hold, " staged features, expected 1 to the ring's ",
+          opt_.ring, " buffers");
     slots_.resize(static_cast<std::size_t>(opt_.ring));
     try {
       for (int t = 0; t < opt_.threads; ++t) workers_.emplace_back([this] { work(); });
@@ -79,11 +83,11 @@ class prefetcher {
   prefetcher& operator=(const prefetcher&) = delete;
 
   // The next feature of the plan, or nullopt once all were delivered. Gives back the buffer of the
-  // feature returned before. Throws lwcl::error (naming the item) when staging this item failed, and
+  // oldest feature still held when `hold` are held. Throws lwcl::error (naming the item) when staging this item failed, and
   // again on every later call.
   std::optional<staged_feature> next() {
     std::unique_lock lock(mu_);
-    release_locked();
+    if (held_ >= static_cast<std::size_t>(opt_.hold)) release_oldest_locked();
     if (failure_) std::rethrow_exception(failure_);
     if (consumed_ >= plan_.size()) return std::nullopt;
     slot& s = slots_[consumed_ % slots_.size()];
@@ -106,17 +110,17 @@ class prefetcher {
       std::rethrow_exception(failure_);
     }
     staged_feature f{consumed_, plan_[consumed_].key, s.meta, tensor(s.buffer.data(), s.meta.type, s.meta.shape)};
-    holding_ = true;
+    ++held_;
     ++consumed_;
     bytes_delivered_ += s.meta.raw_bytes();
     return f;
   }
 
-  // Gives back the buffer of the last feature early (its staged_feature is invalid from here on), so
-  // a worker can refill it while the trainer still computes.
+  // Gives back the buffers of every feature still held (their staged_features are invalid from here
+  // on), so workers can refill them while the trainer still computes.
   void release() {
     std::lock_guard lock(mu_);
-    release_locked();
+    while (held_ > 0) release_oldest_locked();
   }
 
   std::size_t size() const { return plan_.size(); }
@@ -199,9 +203,11 @@ class prefetcher {
     staging_bytes_ += bytes;
   }
 
-  void release_locked() {
-    if (!holding_) return;
-    holding_ = false;
+  // Items are given back in delivery order, so released_ counts a prefix of the plan and slot
+  // i % ring is free for item i once released_ > i - ring.
+  void release_oldest_locked() {
+    if (held_ == 0) return;
+    --held_;
     ++released_;
     space_cv_.notify_all();
   }
@@ -240,8 +246,8 @@ class prefetcher {
   mutable std::mutex mu_;
   std::condition_variable space_cv_;  // a slot was given back, or the prefetcher stops
   std::condition_variable ready_cv_;  // an item was staged
-  std::size_t claimed_ = 0, consumed_ = 0, released_ = 0;
-  bool holding_ = false, stop_ = false, failed_ = false;
+  std::size_t claimed_ = 0, consumed_ = 0, released_ = 0, held_ = 0;
+  bool stop_ = false, failed_ = false;
   std::exception_ptr failure_;
   std::size_t depth_sum_ = 0, depth_samples_ = 0, max_depth_ = 0, stalls_ = 0;
   double stall_seconds_ = 0, work_seconds_ = 0;

@@ -18,7 +18,7 @@ struct balanced_difficulty {
   static constexpr std::string_view name = "balanced_difficulty";
 
   index_t n_segments = 1;                // K
-  std::vector<double> layer_difficulty;  // one finite value >= 0 per layer, measured before segmenting
+  std::vector<double> layer_difficulty = {};  // one finite value >= 0 per layer, measured before segmenting
 
   std::vector<segment> segments(const model::model_config& m) const {
     const index_t L = m.n_layers();

@@ -91,7 +91,8 @@ struct memory_budget {
   index_t seq = 0;    // T
   dtype type = dtype::f32;
   // (B, T, C) feature tensors resident besides the trainer's own: by default the segment's input and
-  // its target. More when a schedule mixes teacher and student inputs in a separate buffer.
+  // its target. distill::pipeline, filling in batch and seq when they are left 0, sets its own count:
+  // teacher input, student input and target, twice when the next step's are copied ahead.
   index_t input_tensors = 2;
 
   // The bytes segment s needs, whatever the budget.
