@@ -1,5 +1,6 @@
-// backend::cuda timed on the GPU: cuBLAS GEMMs on the transformer shapes of bench_gemm (f32 and f64)
-// and the layernorm op kernels. Each iteration is timed with CUDA events on the backend's compute
+// backend::cuda timed on the GPU: cuBLAS GEMMs on the transformer shapes of bench_gemm (f32 and f64),
+// the layernorm op kernels, and attention: the tiled flash kernel at two tile shapes against the
+// materialised op (cuBLAS over stored probabilities), forward and backward. Each iteration is timed with CUDA events on the backend's compute
 // stream and reported as manual time, so host launch overhead and queueing do not count.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -10,6 +11,9 @@
 
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/core/rng.hpp"
+#include "lwcl/backend/cuda/flash_attention.cuh"
+#include "lwcl/ops/attention.hpp"
+#include "lwcl/ops/flash_attention.hpp"
 #include "lwcl/ops/layernorm.hpp"
 #include "lwcl/tensor/tensor.hpp"
 
@@ -150,12 +154,122 @@ void layernorm_shapes(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
+// ---- attention ------------------------------------------------------------------------------------
+// Flops are counted as the materialised op's GEMMs, 2 T^2 D each per (batch, head): two forward
+// (q k^T, P v), four backward (dv, dP, dq, dk); halved under the causal mask, the work a kernel that
+// skips masked tiles can save. Flash and materialised runs are counted alike, so the TFLOP/s ratio is
+// the speed ratio. The flash backward is the generic row functors through for_each.
+
+struct attention_shape {
+  index_t B, T, H, KVH, D;
+  bool causal;
+  explicit attention_shape(const benchmark::State& state)
+      : B(state.range(0)), T(state.range(1)), H(state.range(2)), KVH(state.range(3)), D(state.range(4)),
+        causal(state.range(5) != 0) {}
+  shape q() const { return {B, T, H, D}; }
+  shape kv() const { return {B, T, KVH, D}; }
+  double flops(double gemms) const {
+    const double f = gemms * 2.0 * static_cast<double>(B * H) * static_cast<double>(T) * static_cast<double>(T) *
+                     static_cast<double>(D);
+    return causal ? f / 2 : f;
+  }
+};
+
+// Printed as "TFLOP=<value>/s".
+void report_tflops(benchmark::State& state, double flops) {
+  state.counters["TFLOP"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <int Br, int Bc>
+void cuda_flash_attention_forward(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const attention_shape a(state);
+  auto q = random_tensor<float>(*be, a.q(), 11), k = random_tensor<float>(*be, a.kv(), 12), v = random_tensor<float>(*be, a.kv(), 13);
+  owned_tensor<backend::cuda> out(*be, dtype::f32, a.q()), lse(*be, dtype::f32, {a.B, a.H, a.T});
+  event_pair ev;
+  ev.time(state, *be, [&] { backend::cuda_flash_attention_forward<Br, Bc>(*be, out, lse, q, k, v, a.causal); });
+  report_tflops(state, a.flops(2));
+}
+
+void cuda_materialised_attention_forward(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const attention_shape a(state);
+  auto q = random_tensor<float>(*be, a.q(), 11), k = random_tensor<float>(*be, a.kv(), 12), v = random_tensor<float>(*be, a.kv(), 13);
+  owned_tensor<backend::cuda> out(*be, dtype::f32, a.q()), probs(*be, dtype::f32, {a.B, a.H, a.T, a.T});
+  event_pair ev;
+  ev.time(state, *be, [&] { ops::attention_forward(*be, out, probs, q, k, v, a.causal); });
+  report_tflops(state, a.flops(2));
+}
+
+void cuda_flash_attention_backward(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const attention_shape a(state);
+  auto q = random_tensor<float>(*be, a.q(), 11), k = random_tensor<float>(*be, a.kv(), 12), v = random_tensor<float>(*be, a.kv(), 13);
+  auto dout = random_tensor<float>(*be, a.q(), 14);
+  const shape ls{a.B, a.H, a.T};
+  owned_tensor<backend::cuda> out(*be, dtype::f32, a.q()), lse(*be, dtype::f32, ls), delta(*be, dtype::f32, ls);
+  owned_tensor<backend::cuda> dq(*be, dtype::f32, a.q()), dk(*be, dtype::f32, a.kv()), dv(*be, dtype::f32, a.kv());
+  ops::flash_attention_forward(*be, out, lse, q, k, v, a.causal);
+  event_pair ev;
+  ev.time(state, *be, [&] { ops::flash_attention_backward(*be, dq, dk, dv, delta, dout, q, k, v, out, lse, a.causal); });
+  report_tflops(state, a.flops(4));
+}
+
+void cuda_materialised_attention_backward(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const attention_shape a(state);
+  auto q = random_tensor<float>(*be, a.q(), 11), k = random_tensor<float>(*be, a.kv(), 12), v = random_tensor<float>(*be, a.kv(), 13);
+  auto dout = random_tensor<float>(*be, a.q(), 14);
+  const shape ps{a.B, a.H, a.T, a.T};
+  owned_tensor<backend::cuda> out(*be, dtype::f32, a.q()), probs(*be, dtype::f32, ps), dprobs(*be, dtype::f32, ps);
+  owned_tensor<backend::cuda> dq(*be, dtype::f32, a.q()), dk(*be, dtype::f32, a.kv()), dv(*be, dtype::f32, a.kv());
+  ops::attention_forward(*be, out, probs, q, k, v, a.causal);
+  event_pair ev;
+  ev.time(state, *be, [&] { ops::attention_backward(*be, dq, dk, dv, dprobs, dout, q, k, v, probs, a.causal); });
+  report_tflops(state, a.flops(4));
+}
+
+// GQA with 16 query heads over 4 kv heads; the materialised runs hold B * H * T^2 floats of
+// probabilities (2 GiB at T = 4096), the flash runs B * H * T.
+void attention_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "T", "H", "KVH", "D", "causal"});
+  b->Args({4, 1024, 16, 4, 64, 1});
+  b->Args({4, 1024, 16, 4, 128, 1});
+  b->Args({2, 4096, 16, 4, 64, 1});
+  b->Args({2, 4096, 16, 4, 128, 1});
+  b->Args({2, 4096, 16, 4, 128, 0});
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
 }  // namespace
 
 BENCHMARK_TEMPLATE(cuda_gemm, float)->Apply(transformer_shapes);
 BENCHMARK_TEMPLATE(cuda_gemm, double)->Apply(transformer_shapes);
 BENCHMARK_TEMPLATE(cuda_layernorm_forward, float)->Apply(layernorm_shapes);
 BENCHMARK_TEMPLATE(cuda_layernorm_backward, float)->Apply(layernorm_shapes);
+// Two tile shapes: 64 query rows (2 warps) by 32 keys, and 128 rows (4 warps) by 32 keys, which halves
+// the K/V tile loads per query row at twice the shared memory per block.
+BENCHMARK_TEMPLATE(cuda_flash_attention_forward, 64, 32)->Apply(attention_shapes);
+BENCHMARK_TEMPLATE(cuda_flash_attention_forward, 128, 32)->Apply(attention_shapes);
+BENCHMARK(cuda_materialised_attention_forward)->Apply(attention_shapes);
+BENCHMARK(cuda_flash_attention_backward)->Apply(attention_shapes);
+BENCHMARK(cuda_materialised_attention_backward)->Apply(attention_shapes);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -2,7 +2,8 @@
 // Memory-bound ops report GB/s of compulsory traffic: every tensor element read or written once, a
 // read-modify-write (the += of backward passes) counted twice. GEMM-bound ops (linear, attention)
 // report GFLOP/s of their GEMMs, comparable with bench_gemm. Every benchmark runs on backend::cpu
-// (OpenBLAS GEMMs, OpenMP functors); times are wall-clock since both use several threads.
+// (OpenBLAS GEMMs, OpenMP functors); times are wall-clock since both use several threads. Flash
+// attention is timed against the materialised op at T = 128 and 512.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "lwcl/ops/distill_loss.hpp"
 #include "lwcl/ops/elementwise.hpp"
 #include "lwcl/ops/embedding.hpp"
+#include "lwcl/ops/flash_attention.hpp"
 #include "lwcl/ops/layernorm.hpp"
 #include "lwcl/ops/linear.hpp"
 #include "lwcl/ops/rmsnorm.hpp"
@@ -292,6 +294,72 @@ void attention_backward(benchmark::State& state) {
   report_flops(state, 8.0 * batch * heads * seq * seq * head_dim);
 }
 
+// ---- flash against materialised attention, by sequence length ------------------------------------
+// The same shapes (batch 4, 12 heads of 64, causal) through ops::attention_* (GEMMs over the stored
+// (B, H, T, T) probabilities) and ops::flash_attention_* (row functors, memory linear in T). Flops
+// are counted alike for both, as the materialised op's GEMMs (full T x T), so the GFLOP/s ratio is
+// the speed ratio.
+
+template <class T>
+void materialised_attention_forward(benchmark::State& state) {
+  backend::cpu be;
+  const index_t L = state.range(0);
+  const shape qs{batch, L, heads, head_dim}, ps{batch, heads, L, L};
+  auto q = randn<T>(qs.numel(), 31), k = randn<T>(qs.numel(), 32), v = randn<T>(qs.numel(), 33);
+  std::vector<T> out(q.size()), probs(static_cast<std::size_t>(ps.numel()));
+  for (auto _ : state)
+    ops::attention_forward(be, tensor(out.data(), qs), tensor(probs.data(), ps), tensor(q.data(), qs), tensor(k.data(), qs),
+                           tensor(v.data(), qs), true);
+  report_flops(state, 4.0 * batch * heads * L * L * head_dim);
+}
+
+template <class T>
+void flash_attention_forward(benchmark::State& state) {
+  backend::cpu be;
+  const index_t L = state.range(0);
+  const shape qs{batch, L, heads, head_dim}, ls{batch, heads, L};
+  auto q = randn<T>(qs.numel(), 31), k = randn<T>(qs.numel(), 32), v = randn<T>(qs.numel(), 33);
+  std::vector<T> out(q.size()), lse(static_cast<std::size_t>(ls.numel()));
+  for (auto _ : state)
+    ops::flash_attention_forward(be, tensor(out.data(), qs), tensor(lse.data(), ls), tensor(q.data(), qs), tensor(k.data(), qs),
+                                 tensor(v.data(), qs), true);
+  report_flops(state, 4.0 * batch * heads * L * L * head_dim);
+}
+
+template <class T>
+void materialised_attention_backward(benchmark::State& state) {
+  backend::cpu be;
+  const index_t L = state.range(0);
+  const shape qs{batch, L, heads, head_dim}, ps{batch, heads, L, L};
+  auto q = randn<T>(qs.numel(), 31), k = randn<T>(qs.numel(), 32), v = randn<T>(qs.numel(), 33), dout = randn<T>(qs.numel(), 34);
+  std::vector<T> out(q.size()), probs(static_cast<std::size_t>(ps.numel())), dprobs(probs.size());
+  std::vector<T> dq(q.size()), dk(q.size()), dv(q.size());
+  ops::attention_forward(be, tensor(out.data(), qs), tensor(probs.data(), ps), tensor(q.data(), qs), tensor(k.data(), qs),
+                         tensor(v.data(), qs), true);
+  for (auto _ : state)
+    ops::attention_backward(be, tensor(dq.data(), qs), tensor(dk.data(), qs), tensor(dv.data(), qs), tensor(dprobs.data(), ps),
+                            tensor(dout.data(), qs), tensor(q.data(), qs), tensor(k.data(), qs), tensor(v.data(), qs),
+                            tensor(probs.data(), ps), true);
+  report_flops(state, 8.0 * batch * heads * L * L * head_dim);
+}
+
+template <class T>
+void flash_attention_backward(benchmark::State& state) {
+  backend::cpu be;
+  const index_t L = state.range(0);
+  const shape qs{batch, L, heads, head_dim}, ls{batch, heads, L};
+  auto q = randn<T>(qs.numel(), 31), k = randn<T>(qs.numel(), 32), v = randn<T>(qs.numel(), 33), dout = randn<T>(qs.numel(), 34);
+  std::vector<T> out(q.size()), lse(static_cast<std::size_t>(ls.numel())), delta(lse.size());
+  std::vector<T> dq(q.size()), dk(q.size()), dv(q.size());
+  ops::flash_attention_forward(be, tensor(out.data(), qs), tensor(lse.data(), ls), tensor(q.data(), qs), tensor(k.data(), qs),
+                               tensor(v.data(), qs), true);
+  for (auto _ : state)
+    ops::flash_attention_backward(be, tensor(dq.data(), qs), tensor(dk.data(), qs), tensor(dv.data(), qs),
+                                  tensor(delta.data(), ls), tensor(dout.data(), qs), tensor(q.data(), qs), tensor(k.data(), qs),
+                                  tensor(v.data(), qs), tensor(out.data(), qs), tensor(lse.data(), ls), true);
+  report_flops(state, 8.0 * batch * heads * L * L * head_dim);
+}
+
 }  // namespace
 
 #define LWCL_BENCH(...) BENCHMARK_TEMPLATE(__VA_ARGS__)->Unit(benchmark::kMicrosecond)->UseRealTime()
@@ -319,5 +387,9 @@ LWCL_BENCH(linear_forward, float);
 LWCL_BENCH(linear_backward, float);
 LWCL_BENCH(attention_forward, float);
 LWCL_BENCH(attention_backward, float);
+LWCL_BENCH(materialised_attention_forward, float)->ArgName("T")->Arg(128)->Arg(512);
+LWCL_BENCH(flash_attention_forward, float)->ArgName("T")->Arg(128)->Arg(512);
+LWCL_BENCH(materialised_attention_backward, float)->ArgName("T")->Arg(128)->Arg(512);
+LWCL_BENCH(flash_attention_backward, float)->ArgName("T")->Arg(128)->Arg(512);
 
 BENCHMARK_MAIN();

@@ -22,6 +22,7 @@
 #include "lwcl/ops/distill_loss.hpp"
 #include "lwcl/ops/elementwise.hpp"
 #include "lwcl/ops/embedding.hpp"
+#include "lwcl/ops/flash_attention.hpp"
 #include "lwcl/ops/layernorm.hpp"
 #include "lwcl/ops/linear.hpp"
 #include "lwcl/ops/rmsnorm.hpp"
@@ -692,6 +693,72 @@ TEST_CASE("cuda: attention forward and backward match the host backend (GQA, cau
       return r;
     });
   }
+}
+
+// The forward runs the tiled kernel on the device and the row functor on the host: both sum each score
+// over D in the same order and share the online-softmax update, so they differ by FMA contraction and
+// expf's last bits (fwd_tol, out and lse). The backward runs the same functors on both, from those
+// slightly different forward results (bwd_tol). T = 1000 is not a multiple of either tile.
+TEST_CASE("cuda: flash attention (tiled forward kernel) matches the host flash op (GQA, D = 64 and 128)") {
+  const index_t B = 2, T = 1000, H = 4, KVH = 2;
+  for (index_t D : {index_t(64), index_t(128)}) {
+    const shape qs{B, T, H, D}, kvs{B, T, KVH, D}, ls{B, H, T};
+    const auto q = randn(qs.numel(), 201), k = randn(kvs.numel(), 202), v = randn(kvs.numel(), 203);
+    const auto dout = randn(qs.numel(), 204);
+    const auto dq0 = randn(qs.numel(), 205), dk0 = randn(kvs.numel(), 206), dv0 = randn(kvs.numel(), 207);
+    for (bool causal : {true, false}) {
+      INFO("D: ", D, ", causal: ", causal);
+      host_vs_device([&](auto& be) {
+        arena a(be);
+        const tensor tq = a.upload(q, qs), tk = a.upload(k, kvs), tv = a.upload(v, kvs);
+        const tensor out = a.template zeros<float>(qs), lse = a.template zeros<float>(ls);
+        ops::flash_attention_forward(be, out, lse, tq, tk, tv, causal);
+        const tensor dq = a.upload(dq0, qs), dk = a.upload(dk0, kvs), dv = a.upload(dv0, kvs);
+        const tensor delta = a.template zeros<float>(ls);
+        ops::flash_attention_backward(be, dq, dk, dv, delta, a.upload(dout, qs), tq, tk, tv, out, lse, causal);
+        results r;
+        r.add("out", a.get(out), fwd_tol);
+        r.add("lse", a.get(lse), fwd_tol);
+        r.add("delta", a.get(delta), bwd_tol);
+        r.add("dq", a.get(dq), bwd_tol);
+        r.add("dk", a.get(dk), bwd_tol);
+        r.add("dv", a.get(dv), bwd_tol);
+        return r;
+      });
+    }
+  }
+}
+
+TEST_CASE("cuda: flash attention in f64 (row functor on the device) matches the host; D > 256 is refused") {
+  const index_t B = 1, T = 77, H = 6, KVH = 3, D = 24;
+  const shape qs{B, T, H, D}, kvs{B, T, KVH, D}, ls{B, H, T};
+  const auto q = random_vec<double>(qs.numel(), 211), k = random_vec<double>(kvs.numel(), 212);
+  const auto v = random_vec<double>(kvs.numel(), 213), dout = random_vec<double>(qs.numel(), 214);
+  host_vs_device([&](auto& be) {
+    arena a(be);
+    const tensor tq = a.upload(q, qs), tk = a.upload(k, kvs), tv = a.upload(v, kvs);
+    const tensor out = a.template zeros<double>(qs), lse = a.template zeros<double>(ls);
+    ops::flash_attention_forward(be, out, lse, tq, tk, tv, true);
+    const tensor dq = a.template zeros<double>(qs), dk = a.template zeros<double>(kvs), dv = a.template zeros<double>(kvs);
+    const tensor delta = a.template zeros<double>(ls);
+    ops::flash_attention_backward(be, dq, dk, dv, delta, a.upload(dout, qs), tq, tk, tv, out, lse, true);
+    results r;
+    r.add("out", a.get(out), f64_tol);
+    r.add("lse", a.get(lse), f64_tol);
+    r.add("dq", a.get(dq), f64_tol);
+    r.add("dk", a.get(dk), f64_tol);
+    r.add("dv", a.get(dv), f64_tol);
+    return r;
+  });
+
+  device_be dev;
+  arena a(dev);
+  const index_t big = 264;
+  const tensor q2 = a.zeros<float>({1, 4, 2, big}), kv2 = a.zeros<float>({1, 4, 1, big});
+  const tensor out2 = a.zeros<float>({1, 4, 2, big}), lse2 = a.zeros<float>({1, 2, 4});
+  CHECK_THROWS_WITH_AS(ops::flash_attention_forward(dev, out2, lse2, q2, kv2, kv2, false),
+                       doctest::Contains("cuda_flash_attention_forward: head dimension D = 264 (q [1, 4, 2, 264]) exceeds 256"),
+                       lwcl::error);
 }
 
 TEST_CASE("cuda: feature cache tiers on the device and in pinned memory round-trip bit for bit") {

@@ -20,6 +20,7 @@
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
+#include "lwcl/tensor/tensor.hpp"
 
 namespace lwcl::backend {
 
@@ -186,6 +187,13 @@ class cuda {
                                                      &beta, C, ldc, strideC, batch));
   }
 
+  // ops::flash_attention_forward runs this when given a cuda backend: the tiled kernel of
+  // flash_attention.cuh (included at the end of this file), which defines it. A template, so that
+  // only translation units that call it compile the kernels.
+  template <class Tensor>
+  void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                               bool causal) const;
+
   // Sum of n elements, accumulated in double. Waits for the result.
   template <class T>
   double sum(const T* x, index_t n) const {
@@ -293,3 +301,6 @@ class cuda {
 };
 
 }  // namespace lwcl::backend
+
+// The definition of cuda::flash_attention_forward.
+#include "lwcl/backend/cuda/flash_attention.cuh"
