@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -484,12 +485,21 @@ TEST_CASE("pipeline: token and seconds budgets, and bad input") {
   {
     auto opts = quiet(0);
     opts.total = distill::parse_budget("seconds:1e-6");  // spent by the teacher pass
+    std::FILE* log = std::tmpfile();
+    REQUIRE(log != nullptr);
+    opts.log = log;
     auto student = su.pruned();
     const auto before = student.params;
     const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, su.dir / "secs");
     CHECK(r.budget_exhausted);
     CHECK(r.segment_steps == 0);
     CHECK(student.params == before);
+    std::rewind(log);
+    std::string said;
+    for (int c = std::fgetc(log); c != EOF; c = std::fgetc(log)) said.push_back(static_cast<char>(c));
+    std::fclose(log);
+    CHECK(said.find("was used up before any segment trained") != std::string::npos);
+    CHECK(said.find("raise the budget") != std::string::npos);
   }
   {
     // A seconds budget with a closing KD stage: the visits share 80% of the time, KD gets the rest.

@@ -428,6 +428,11 @@ class pipeline {
     }
     if (bar_) bar_->finish();
     bar_.reset();
+    if (res_.segment_steps == 0 && res_.budget_exhausted && opt_.log)
+      std::fprintf(opt_.log,
+                   "pipeline: the budget of %s was used up before any segment trained (teacher pass %.1f s, difficulty "
+                   "measurements and refreshes %.1f s); the student is unchanged: raise the budget\n",
+                   opt_.total.str().c_str(), res_.teacher_pass_seconds, elapsed() - res_.teacher_pass_seconds);
 
     if (pol_.curriculum.has_final_kd() && !kd_done && kd_steps_planned_ > 0) {
       if (opt_.total.unit == budget_unit::seconds && elapsed() >= opt_.total.amount)
