@@ -29,53 +29,35 @@ namespace cache = lwcl::policies::cache;
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl cache tiers: one pruned student, one step budget, five feature-cache tiers"};
-  std::string data = "data/prepared", teacher_run = "runs/teacher_tiny_gpt2", out_dir = "runs/cache_tiers",
-              budget_text = "steps:320";
-  double ratio = 0.5, lr = 2e-3;
-  int batch = 16, seq = 128, feature_batches = 12, calib_batches = 8, prefetch_threads = 1, ring = 3, zstd_level = 1;
-  app.add_option("--data", data, "prepared data (tools/fetch_corpus.sh, experiments/prepare_data)");
-  app.add_option("--teacher", teacher_run, "teacher run directory; trained (resumably) when it has no model/ yet");
-  app.add_option("--budget", budget_text, "budget of every tier: steps:N or tokens:N (seconds would not do the same work)");
-  app.add_option("--ratio", ratio, "fraction of heads (KV groups) and FFN channels pruned")->check(CLI::Range(0.0, 0.95));
-  app.add_option("--lr", lr, "peak learning rate of every visit")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per sequence")->check(CLI::PositiveNumber);
-  app.add_option("--feature-batches", feature_batches, "batches whose boundary features are cached")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--calib-batches", calib_batches, "Wanda-sp calibration batches")->check(CLI::PositiveNumber);
+  common_options opt;
+  opt.budget = "steps:320";
+  opt.out = "runs/cache_tiers";
+  int prefetch_threads = 1, ring = 3, zstd_level = 1;
+  add_common_options(app, opt, "budget of every tier: steps:N or tokens:N (seconds would not do the same work)");
   app.add_option("--prefetch-threads", prefetch_threads, "prefetcher threads reading and decoding features")
       ->check(CLI::PositiveNumber);
   app.add_option("--ring", ring, "staging buffers of the prefetcher (2 or more overlap reading with training)")
       ->check(CLI::PositiveNumber);
   app.add_option("--zstd-level", zstd_level, "level of the compressed<host, zstd> tier")->check(CLI::Range(1, 19));
-  app.add_option("--out", out_dir, "run directory");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   try {
     timer total;
     backend::cpu be;
-    const distill::budget budget = budget_option(budget_text);
+    const distill::budget budget = budget_option(opt.budget);
     check(budget.unit != distill::budget_unit::seconds, "cache_tiers: the budget is ", budget.str(),
           "; give steps:N or tokens:N so that every tier trains the same steps (and the students can be compared)");
-    fs::create_directories(out_dir);
+    fs::create_directories(opt.out);
 
     // 1. The teacher and its Wanda-sp student.
-    const auto val = validation_ids(data);
-    auto start = start_pruned(be, data, teacher_run, policies::pruning::wanda_sp{}, ratio, batch, seq, calib_batches, val,
-                              "cache_tiers");
+    const auto val = validation_ids(opt.data);
+    auto start = start_pruned(be, opt, policies::pruning::wanda_sp{}, val, "cache_tiers");
     std::vector<method_row> rows = start.rows;
 
     // 2. One recovery per tier, same bundle otherwise, same budget and training stream.
-    const data::shard train_shard((fs::path(data) / "train.bin").string());
-    const data::batch_loader loader(train_shard, batch, seq, 0x5EED);
-    const study st{be, start.teacher.dir, model::identity_boundaries(start.pruned.config.n_layers()), loader, val,
-                   error_batches(val, batch, seq, 2), batch, seq, out_dir};
-    distill::pipeline_options po;
-    po.total = budget;
-    po.lr = lr;
-    po.min_lr = lr / 10;
-    po.feature_batches = feature_batches;
+    const auto st = make_study(be, opt, start, val);
+    auto po = recovery_options(opt, budget);
     po.prefetch = {prefetch_threads, ring};
 
     const std::map<std::string, std::string> short_name = {
@@ -148,7 +130,7 @@ int main(int argc, char** argv) {
     std::printf("(stall: seconds waiting for the prefetcher / seconds in segment steps; peak cache: the store's peak "
                 "plus the staging ring of %d x %s; ratio: raw / stored bytes of the records held at the end; prefetch "
                 "threads %d)\n",
-                ring, human_bytes(static_cast<double>(batch) * seq * start.pruned.config.d_model * 4).c_str(),
+                ring, human_bytes(static_cast<double>(opt.batch) * opt.seq * start.pruned.config.d_model * 4).c_str(),
                 prefetch_threads);
     if (differing.empty())
       std::printf("students: all %zu tiers produced bitwise the same student\n", students.size());
@@ -156,19 +138,19 @@ int main(int argc, char** argv) {
       for (const auto& n : differing)
         std::printf("students: %s differs from %s\n", n.c_str(), students.front().first.c_str());
 
-    write_json(fs::path(out_dir) / "config.json",
-               {{"program", "cache_tiers"}, {"teacher", start.teacher.dir.string()}, {"data", data},
-                {"criterion", "wanda_sp"}, {"ratio", ratio},
+    write_json(fs::path(opt.out) / "config.json",
+               {{"program", "cache_tiers"}, {"teacher", start.teacher.dir.string()}, {"data", opt.data},
+                {"criterion", "wanda_sp"}, {"ratio", opt.ratio},
                 {"budget", {{"unit", distill::budget_unit_name(budget.unit)}, {"amount", budget.amount}}},
-                {"batch", batch}, {"seq", seq}, {"lr", lr}, {"feature_batches", feature_batches},
-                {"calibration_batches", calib_batches}, {"prefetch_threads", prefetch_threads}, {"ring", ring},
+                {"batch", opt.batch}, {"seq", opt.seq}, {"lr", opt.lr}, {"feature_batches", opt.feature_batches},
+                {"calibration_batches", opt.calib_batches}, {"prefetch_threads", prefetch_threads}, {"ring", ring},
                 {"zstd_level", zstd_level}, {"backend", std::string(backend::cpu::name)}});
-    write_report(out_dir, rows,
+    write_report(opt.out, rows,
                  {{"val_protocol", start.protocol}, {"teacher_parameters", start.teacher_parameters},
                   {"student_parameters", start.pruned.layout.numel()}, {"students_bitwise_equal", differing.empty()},
                   {"students_differing", differing}, {"wall_seconds_total", total.seconds()}});
     std::printf("cache_tiers: wrote %s/ (report.json, cumulative_error.png, one folder per tier) in %.0f s\n",
-                out_dir.c_str(), total.seconds());
+                opt.out.c_str(), total.seconds());
     if (!differing.empty()) {
       std::fprintf(stderr, "error: cache_tiers: %zu tier(s) produced a different student; a lossless cache under a step "
                            "budget must not change the result\n", differing.size());

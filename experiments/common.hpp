@@ -1,8 +1,10 @@
 #pragma once
-// What the experiment programs share: the cached (or freshly trained) teacher, a pruned student, the
-// validation tokens, the three recovery methods (a pipeline bundle, end-to-end KD, prune-only) as
-// rows of one table with their run directories, and the table and report.json writers. Each program
-// is then the few lines that pick its bundles.
+// What the experiment programs share: their common options, the cached (or freshly trained) teacher, a
+// pruned student, the validation tokens and training stream, the three recovery methods (a pipeline
+// bundle, end-to-end KD, prune-only) as rows of one table with their run directories, and the table and
+// report.json writers. Each program is then the few lines that pick its bundles.
+
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -35,6 +37,43 @@ namespace lwcl::experiments {
 
 namespace fs = std::filesystem;
 using net_t = model::transformer<backend::cpu>;
+
+// The options every program takes, with the defaults of the tiny-teacher experiments. A program sets
+// its own budget and run directory (and any other default it changes) before add_common_options.
+struct common_options {
+  std::string data = "data/prepared";
+  std::string teacher = "runs/teacher_tiny_gpt2";  // a teacher run directory (recover: a model folder)
+  std::string budget = "steps:400", out = "runs/experiment";
+  double lr = 2e-3, ratio = 0.5;  // ratio: the pruned fraction of every layer's KV groups and FFN channels
+  int batch = 16, seq = 128, feature_batches = 12, calib_batches = 8;
+};
+
+// --data --teacher --budget --ratio --lr --batch --seq --feature-batches --calib-batches --out, where
+// `budget_help` says what the program's budget means; `pruning` false leaves out --ratio and
+// --calib-batches (for a program handed a pruned student).
+inline void add_common_options(CLI::App& app, common_options& o, const std::string& budget_help, bool pruning = true) {
+  app.add_option("--data", o.data, "prepared data (tools/fetch_corpus.sh, experiments/prepare_data)");
+  app.add_option("--teacher", o.teacher, "teacher run directory; trained (resumably) when it has no model/ yet");
+  app.add_option("--budget", o.budget, budget_help);
+  if (pruning)
+    app.add_option("--ratio", o.ratio, "fraction of heads (KV groups) and FFN channels pruned")
+        ->check(CLI::Range(0.0, 0.95));
+  app.add_option("--lr", o.lr, "peak learning rate of every recovery")->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "sequences per batch")->check(CLI::PositiveNumber);
+  app.add_option("--seq", o.seq, "tokens per sequence")->check(CLI::PositiveNumber);
+  app.add_option("--feature-batches", o.feature_batches, "batches whose boundary features the layer-wise methods cache")
+      ->check(CLI::PositiveNumber);
+  if (pruning)
+    app.add_option("--calib-batches", o.calib_batches, "calibration batches of the pruning criterion")
+        ->check(CLI::PositiveNumber);
+  app.add_option("--out", o.out, "run directory");
+}
+
+// A --budget option: a plain number is seconds, otherwise steps:N, tokens:N or seconds:N.
+inline distill::budget budget_option(std::string text) {
+  if (text.find(':') == std::string::npos) text = "seconds:" + text;
+  return distill::parse_budget(text);
+}
 
 inline void write_json(const fs::path& path, const nlohmann::ordered_json& j) { write_text_atomic(path, j.dump(2) + "\n"); }
 
@@ -138,12 +177,71 @@ struct method_row {
   }
 };
 
+// Where a comparison starts: the teacher, its student pruned by `criterion` (--ratio of every layer's
+// KV groups and FFN channels, calibrated on --calib-batches training batches), and the table's first
+// two rows (teacher, pruned) judged on `val`.
+struct pruned_start {
+  teacher_info teacher;
+  index_t teacher_parameters = 0;
+  distill::student_state pruned;
+  std::vector<method_row> rows;  // teacher, pruned
+  std::string protocol;          // the validation perplexity protocol
+};
+
+template <policies::pruning_criterion Criterion>
+pruned_start start_pruned(backend::cpu& be, const common_options& o, Criterion criterion,
+                          const std::vector<std::int32_t>& val, const std::string& who) {
+  const index_t B = o.batch, T = o.seq;
+  pruned_start s;
+  s.teacher = ensure_teacher(be, o.data, o.teacher, "tiny");
+  const data::shard train_shard((fs::path(o.data) / "train.bin").string());
+  auto t = load_model(be, s.teacher.dir);
+  check(T <= t->config().max_seq, who, ": --seq ", T, " exceeds the teacher's max_seq ", t->config().max_seq);
+  s.teacher_parameters = t->num_parameters();
+  timer clock;
+  auto p = prune_model(*t, train_shard, criterion, o.ratio, B, T, o.calib_batches);
+  const double prune_seconds = clock.seconds();
+  std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters in %.1f s\n", std::string(Criterion::name).c_str(),
+              100 * o.ratio, static_cast<long long>(s.teacher_parameters), static_cast<long long>(p->num_parameters()),
+              prune_seconds);
+  const auto pt = eval::perplexity(*t, val, T, T, "validation");
+  s.protocol = pt.protocol();
+  method_row tr;
+  tr.name = "teacher";
+  tr.val_ppl = pt.perplexity();
+  tr.wall_seconds = s.teacher.seconds;
+  tr.tokens = s.teacher.tokens;
+  s.rows.push_back(tr);
+  s.pruned = distill::student_state::of(*p);
+  method_row pr;
+  pr.name = "pruned";
+  pr.val_ppl = eval::perplexity(*p, val, T, T, "validation").perplexity();
+  pr.cumulative_error =
+      eval::cumulative_error(*t, *p, model::identity_boundaries(p->config().n_layers()), error_batches(val, B, T, 2), B, T);
+  pr.wall_seconds = prune_seconds;
+  pr.tokens = static_cast<long>(o.calib_batches) * B * T;
+  s.rows.push_back(pr);
+  return s;
+}
+
+// The training batches every method draws: train.bin in batches of --batch x --seq under one seed, so
+// that all methods see the same stream. It stays where it is made: the loader refers to the shard.
+struct training_stream {
+  data::shard shard;
+  data::batch_loader loader;
+
+  explicit training_stream(const common_options& o)
+      : shard((fs::path(o.data) / "train.bin").string()), loader(shard, o.batch, o.seq, 0x5EED) {}
+  training_stream(const training_stream&) = delete;
+  training_stream& operator=(const training_stream&) = delete;
+};
+
 // Everything a method needs to train and be judged.
 struct study {
   backend::cpu& be;
   fs::path teacher_dir;
   std::vector<index_t> boundaries;  // the layer map (model/layer_map.hpp)
-  const data::batch_loader& loader;
+  training_stream train;
   std::vector<std::int32_t> val;
   std::vector<std::vector<std::int32_t>> err_batches;
   index_t B, T;
@@ -165,6 +263,14 @@ struct study {
   }
 };
 
+// The study of `start`'s pruned student (the identity layer map) on the options' training stream, judged
+// on `val`, with its run directories under --out.
+inline study make_study(backend::cpu& be, const common_options& o, const pruned_start& start,
+                        const std::vector<std::int32_t>& val) {
+  return {be, start.teacher.dir, model::identity_boundaries(start.pruned.config.n_layers()), training_stream(o),
+          val, error_batches(val, o.batch, o.seq, 2), o.batch, o.seq, o.out};
+}
+
 // The layer-wise pipeline with `bundle` on a copy of `pruned`, in <out>/<name>/ (started afresh).
 // `result` receives the pipeline's result and `out` the recovered student, when given.
 template <class Bundle>
@@ -183,7 +289,7 @@ method_row run_pipeline(const study& st, const std::string& name, const Bundle& 
   const auto teacher_dir = st.teacher_dir;
   auto& be = st.be;
   auto pipe = distill::make_pipeline(be, bundle, opt);
-  const auto res = pipe.run([&] { return load_model(be, teacher_dir); }, student, st.boundaries, st.loader, dir);
+  const auto res = pipe.run([&] { return load_model(be, teacher_dir); }, student, st.boundaries, st.train.loader, dir);
   method_row row = st.judge(name, student);
   row.peak_compute_bytes = static_cast<double>(std::max(res.peak_compute_bytes, res.kd_peak_compute_bytes));
   row.peak_cache_bytes = static_cast<double>(res.peak_cache_bytes);
@@ -212,7 +318,7 @@ inline method_row run_e2e_kd(const study& st, const std::string& name, const dis
   auto teacher = load_model(st.be, st.teacher_dir);
   auto student = pruned.to_transformer(st.be);
   metrics_writer m((dir / "metrics.jsonl").string());
-  const auto res = distill::train_e2e_kd(*teacher, *student, st.loader, st.B, st.T, eo, &m);
+  const auto res = distill::train_e2e_kd(*teacher, *student, st.train.loader, st.B, st.T, eo, &m);
   teacher.reset();
   checkpoint::save_hf(*student, (dir / "student").string());
   method_row row = st.judge(name, distill::student_state::of(*student));
@@ -224,57 +330,15 @@ inline method_row run_e2e_kd(const study& st, const std::string& name, const dis
   return row;
 }
 
-// A --budget option: a plain number is seconds, otherwise steps:N, tokens:N or seconds:N.
-inline distill::budget budget_option(std::string text) {
-  if (text.find(':') == std::string::npos) text = "seconds:" + text;
-  return distill::parse_budget(text);
-}
-
-// Where a comparison starts: the teacher, its student pruned by `criterion` (`ratio` of every layer's
-// KV groups and FFN channels, calibrated on `calib_batches` training batches), and the table's first
-// two rows (teacher, pruned) judged on `val`.
-struct pruned_start {
-  teacher_info teacher;
-  index_t teacher_parameters = 0;
-  distill::student_state pruned;
-  std::vector<method_row> rows;  // teacher, pruned
-  std::string protocol;          // the validation perplexity protocol
-};
-
-template <policies::pruning_criterion Criterion>
-pruned_start start_pruned(backend::cpu& be, const std::string& data, const std::string& teacher_run, Criterion criterion,
-                          double ratio, index_t B, index_t T, index_t calib_batches, const std::vector<std::int32_t>& val,
-                          const std::string& who) {
-  pruned_start s;
-  s.teacher = ensure_teacher(be, data, teacher_run, "tiny");
-  const data::shard train_shard((fs::path(data) / "train.bin").string());
-  auto t = load_model(be, s.teacher.dir);
-  check(T <= t->config().max_seq, who, ": --seq ", T, " exceeds the teacher's max_seq ", t->config().max_seq);
-  s.teacher_parameters = t->num_parameters();
-  timer clock;
-  auto p = prune_model(*t, train_shard, criterion, ratio, B, T, calib_batches);
-  const double prune_seconds = clock.seconds();
-  std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters in %.1f s\n", std::string(Criterion::name).c_str(),
-              100 * ratio, static_cast<long long>(s.teacher_parameters), static_cast<long long>(p->num_parameters()),
-              prune_seconds);
-  const auto pt = eval::perplexity(*t, val, T, T, "validation");
-  s.protocol = pt.protocol();
-  method_row tr;
-  tr.name = "teacher";
-  tr.val_ppl = pt.perplexity();
-  tr.wall_seconds = s.teacher.seconds;
-  tr.tokens = s.teacher.tokens;
-  s.rows.push_back(tr);
-  s.pruned = distill::student_state::of(*p);
-  method_row pr;
-  pr.name = "pruned";
-  pr.val_ppl = eval::perplexity(*p, val, T, T, "validation").perplexity();
-  pr.cumulative_error =
-      eval::cumulative_error(*t, *p, model::identity_boundaries(p->config().n_layers()), error_batches(val, B, T, 2), B, T);
-  pr.wall_seconds = prune_seconds;
-  pr.tokens = static_cast<long>(calib_batches) * B * T;
-  s.rows.push_back(pr);
-  return s;
+// The pipeline options every program starts from: the budget `total`, the peak learning rate decaying
+// to a tenth of it, and the cached feature batches.
+inline distill::pipeline_options recovery_options(const common_options& o, distill::budget total) {
+  distill::pipeline_options po;
+  po.total = total;
+  po.lr = o.lr;
+  po.min_lr = o.lr / 10;
+  po.feature_batches = o.feature_batches;
+  return po;
 }
 
 inline void print_table(const std::vector<method_row>& rows, const std::string& protocol) {

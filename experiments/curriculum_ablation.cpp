@@ -60,26 +60,16 @@ bool same_bits(const distill::student_state& a, const distill::student_state& b)
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl curriculum ablation: one pruned student, one step budget, eight curricula"};
-  // 224 steps: a whole number of steps per visit for the 8, 4 and 7 visits these curricula make.
-  std::string data = "data/prepared", teacher_run = "runs/teacher_tiny_gpt2", out_dir = "runs/curriculum_ablation",
-              budget_text = "steps:224";
-  double ratio = 0.5, lr = 2e-3, ramp_start = 0.25, ramp_end = 0.75;
-  int batch = 16, seq = 128, feature_batches = 12, calib_batches = 8;
+  common_options opt;
+  opt.budget = "steps:224";  // a whole number of steps per visit for the 8, 4 and 7 visits these curricula make
+  opt.out = "runs/curriculum_ablation";
+  double ramp_start = 0.25, ramp_end = 0.75;
   long ramp_visit_steps = 0;
   std::uint64_t seed = 1;
   bool core_only = false;
-  app.add_option("--data", data, "prepared data (tools/fetch_corpus.sh, experiments/prepare_data)");
-  app.add_option("--teacher", teacher_run, "teacher run directory; trained (resumably) when it has no model/ yet");
-  app.add_option("--budget", budget_text,
-                 "budget of every curriculum: steps:N or tokens:N (same optimiser steps each), or seconds:N / a plain "
-                 "number (then --ramp-visit-steps is needed)");
-  app.add_option("--ratio", ratio, "fraction of heads (KV groups) and FFN channels pruned")->check(CLI::Range(0.0, 0.95));
-  app.add_option("--lr", lr, "peak learning rate of every visit")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per sequence")->check(CLI::PositiveNumber);
-  app.add_option("--feature-batches", feature_batches, "batches whose boundary features are cached")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--calib-batches", calib_batches, "Wanda-sp calibration batches")->check(CLI::PositiveNumber);
+  add_common_options(app, opt,
+                     "budget of every curriculum: steps:N or tokens:N (same optimiser steps each), or seconds:N / a "
+                     "plain number (then --ramp-visit-steps is needed)");
   app.add_option("--ramp-start", ramp_start, "ramp: last step on teacher inputs alone, as a fraction of a visit")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--ramp-end", ramp_end, "ramp: first step on student inputs alone, as a fraction of a visit")
@@ -89,7 +79,6 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed of the random visiting order");
   app.add_flag("--core-only", core_only, "leave out the hard_to_easy and random orders");
-  app.add_option("--out", out_dir, "run directory");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
@@ -97,21 +86,20 @@ int main(int argc, char** argv) {
     timer total;
     check(ramp_start <= ramp_end, "curriculum_ablation: --ramp-start ", ramp_start, " is after --ramp-end ", ramp_end);
     backend::cpu be;
-    const distill::budget budget = budget_option(budget_text);
+    const distill::budget budget = budget_option(opt.budget);
     check(budget.unit != distill::budget_unit::seconds || ramp_visit_steps > 0, "curriculum_ablation: under a seconds "
           "budget the length of a visit is not known in advance; give --ramp-visit-steps (or a steps: budget)");
-    fs::create_directories(out_dir);
+    fs::create_directories(opt.out);
 
     // 1. The teacher and its Wanda-sp student.
-    const auto val = validation_ids(data);
-    auto start = start_pruned(be, data, teacher_run, policies::pruning::wanda_sp{}, ratio, batch, seq, calib_batches, val,
-                              "curriculum_ablation");
+    const auto val = validation_ids(opt.data);
+    auto start = start_pruned(be, opt, policies::pruning::wanda_sp{}, val, "curriculum_ablation");
     const auto& cfg = start.pruned.config;
     std::vector<method_row> rows = start.rows;
 
     // 2. The ramp in steps: its fractions of the visit length this budget gives a curriculum.
     const double budget_steps = budget.unit == distill::budget_unit::steps    ? budget.amount
-                                : budget.unit == distill::budget_unit::tokens ? budget.amount / (batch * seq)
+                                : budget.unit == distill::budget_unit::tokens ? budget.amount / (opt.batch * opt.seq)
                                                                               : 0.0;
     const seg::uniform<1> segmentation;
     std::map<std::string, std::string> ramp_text;  // curriculum name -> "start-end of N"
@@ -127,15 +115,8 @@ int main(int argc, char** argv) {
     };
 
     // 3. The curricula, under one budget on one training stream.
-    const data::shard train_shard((fs::path(data) / "train.bin").string());
-    const data::batch_loader loader(train_shard, batch, seq, 0x5EED);
-    const study st{be, start.teacher.dir, model::identity_boundaries(cfg.n_layers()), loader, val, error_batches(val, batch, seq, 2),
-                   batch, seq, out_dir};
-    distill::pipeline_options po;
-    po.total = budget;
-    po.lr = lr;
-    po.min_lr = lr / 10;
-    po.feature_batches = feature_batches;
+    const auto st = make_study(be, opt, start, val);
+    const auto po = recovery_options(opt, budget);
 
     // Row name of each curriculum (run directories are named after them).
     const std::map<std::string, std::string> short_name = {
@@ -197,19 +178,19 @@ int main(int argc, char** argv) {
     for (const auto& p : identical)
       std::printf("bitwise the same student: %s and %s\n", p[0].get<std::string>().c_str(),
                   p[1].get<std::string>().c_str());
-    write_json(fs::path(out_dir) / "config.json",
-               {{"program", "curriculum_ablation"}, {"teacher", start.teacher.dir.string()}, {"data", data},
-                {"criterion", "wanda_sp"}, {"ratio", ratio}, {"segmentation", std::string(seg::uniform<1>::name)},
+    write_json(fs::path(opt.out) / "config.json",
+               {{"program", "curriculum_ablation"}, {"teacher", start.teacher.dir.string()}, {"data", opt.data},
+                {"criterion", "wanda_sp"}, {"ratio", opt.ratio}, {"segmentation", std::string(seg::uniform<1>::name)},
                 {"budget", {{"unit", distill::budget_unit_name(budget.unit)}, {"amount", budget.amount}}},
-                {"batch", batch}, {"seq", seq}, {"lr", lr}, {"feature_batches", feature_batches},
-                {"calibration_batches", calib_batches}, {"ramp_start", ramp_start}, {"ramp_end", ramp_end},
+                {"batch", opt.batch}, {"seq", opt.seq}, {"lr", opt.lr}, {"feature_batches", opt.feature_batches},
+                {"calibration_batches", opt.calib_batches}, {"ramp_start", ramp_start}, {"ramp_end", ramp_end},
                 {"ramp_visit_steps", ramp_visit_steps}, {"seed", seed}, {"backend", std::string(backend::cpu::name)}});
-    write_report(out_dir, rows,
+    write_report(opt.out, rows,
                  {{"val_protocol", start.protocol}, {"teacher_parameters", start.teacher_parameters},
                   {"student_parameters", start.pruned.layout.numel()}, {"identical_students", identical},
                   {"wall_seconds_total", total.seconds()}});
     std::printf("curriculum_ablation: wrote %s/ (report.json, cumulative_error.png, one folder per curriculum) in %.0f s\n",
-                out_dir.c_str(), total.seconds());
+                opt.out.c_str(), total.seconds());
     return 0;
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

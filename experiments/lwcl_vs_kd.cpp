@@ -36,63 +36,44 @@ struct point {
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl vs end-to-end KD: perplexity against wall-clock budget"};
-  std::string data = "data/prepared", teacher_run = "runs/teacher_tiny_gpt2", out_dir = "runs/lwcl_vs_kd",
-              budget_text = "90";
-  double ratio = 0.5, lr = 2e-3;
-  int batch = 16, seq = 128, feature_batches = 12, calib_batches = 8;
+  common_options opt;
+  opt.budget = "90";
+  opt.out = "runs/lwcl_vs_kd";
   bool e2e_final_only = false;
-  app.add_option("--data", data, "prepared data (tools/fetch_corpus.sh, experiments/prepare_data)");
-  app.add_option("--teacher", teacher_run, "teacher run directory; trained (resumably) when it has no model/ yet");
-  app.add_option("--budget", budget_text, "S, the largest wall-clock budget: seconds (a plain number or seconds:N)");
-  app.add_option("--ratio", ratio, "fraction of heads (KV groups) and FFN channels pruned")->check(CLI::Range(0.0, 0.95));
-  app.add_option("--lr", lr, "peak learning rate of both methods")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per sequence")->check(CLI::PositiveNumber);
-  app.add_option("--feature-batches", feature_batches, "batches whose boundary features LWCL caches")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--calib-batches", calib_batches, "Wanda-sp calibration batches")->check(CLI::PositiveNumber);
+  add_common_options(app, opt, "S, the largest wall-clock budget: seconds (a plain number or seconds:N)");
   app.add_flag("--e2e-final-only", e2e_final_only, "run end-to-end KD at S only (one run instead of four)");
-  app.add_option("--out", out_dir, "run directory");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   try {
     timer total;
     backend::cpu be;
-    const distill::budget budget = budget_option(budget_text);
+    const distill::budget budget = budget_option(opt.budget);
     check(budget.unit == distill::budget_unit::seconds, "lwcl_vs_kd: the budget is ", budget.str(),
           "; time to quality needs wall-clock seconds (a plain number or seconds:N)");
     const double S = budget.amount;
-    fs::create_directories(out_dir);
+    fs::create_directories(opt.out);
 
     // 1. The teacher and its Wanda-sp student.
-    const auto val = validation_ids(data);
-    auto start = start_pruned(be, data, teacher_run, policies::pruning::wanda_sp{}, ratio, batch, seq, calib_batches, val,
-                              "lwcl_vs_kd");
+    const auto val = validation_ids(opt.data);
+    auto start = start_pruned(be, opt, policies::pruning::wanda_sp{}, val, "lwcl_vs_kd");
     std::vector<method_row> rows = start.rows;
 
     // 2. Both methods at each budget, alternating, so that a change in the machine's load over the run
     // falls on both.
-    const data::shard train_shard((fs::path(data) / "train.bin").string());
-    const data::batch_loader loader(train_shard, batch, seq, 0x5EED);
-    const study st{be, start.teacher.dir, model::identity_boundaries(start.pruned.config.n_layers()), loader, val,
-                   error_batches(val, batch, seq, 2), batch, seq, out_dir};
+    const auto st = make_study(be, opt, start, val);
     const auto bundle = make_policies(slot<key::pruning>(policies::pruning::wanda_sp{}));  // two_stage<>, uniform<1>
     std::vector<point> lw, kd;
     for (const double f : {0.25, 0.5, 0.75, 1.0}) {
       const double b = f * S;
-      distill::pipeline_options po;
-      po.total = {distill::budget_unit::seconds, b};
-      po.lr = lr;
-      po.min_lr = lr / 10;
-      po.feature_batches = feature_batches;
+      const auto po = recovery_options(opt, {distill::budget_unit::seconds, b});
       rows.push_back(run_pipeline(st, seconds_name("lwcl", b), bundle, start.pruned, po));
       rows.back().extra["budget_seconds"] = b;
       lw.push_back({b, rows.back().wall_seconds, rows.back().val_ppl, rows.back().peak_compute_bytes});
       if (e2e_final_only && f < 1.0) continue;
       distill::e2e_options eo;
-      eo.lr = lr;
-      eo.min_lr = lr / 10;
+      eo.lr = opt.lr;
+      eo.min_lr = opt.lr / 10;
       eo.steps = 1000000;
       eo.time_budget_seconds = b;
       rows.push_back(run_e2e_kd(st, seconds_name("e2e_kd", b), start.pruned, eo));
@@ -176,21 +157,21 @@ int main(int argc, char** argv) {
     add("end-to-end KD", kd, report::palette[1]);
     chart.lines.push_back({"pruned", {0, x_end}, {start.rows[1].val_ppl, start.rows[1].val_ppl}, report::palette[6]});
     chart.lines.push_back({"teacher", {0, x_end}, {start.rows[0].val_ppl, start.rows[0].val_ppl}, report::palette[2]});
-    report::write_png(chart, fs::path(out_dir) / "perplexity_vs_seconds.png");
+    report::write_png(chart, fs::path(opt.out) / "perplexity_vs_seconds.png");
 
-    write_json(fs::path(out_dir) / "config.json",
-               {{"program", "lwcl_vs_kd"}, {"teacher", start.teacher.dir.string()}, {"data", data},
-                {"criterion", "wanda_sp"}, {"ratio", ratio}, {"budget_seconds", S}, {"batch", batch}, {"seq", seq},
-                {"lr", lr}, {"feature_batches", feature_batches}, {"calibration_batches", calib_batches},
-                {"e2e_final_only", e2e_final_only}, {"policies", describe(bundle)},
-                {"backend", std::string(backend::cpu::name)}});
-    write_report(out_dir, rows,
+    write_json(fs::path(opt.out) / "config.json",
+               {{"program", "lwcl_vs_kd"}, {"teacher", start.teacher.dir.string()}, {"data", opt.data},
+                {"criterion", "wanda_sp"}, {"ratio", opt.ratio}, {"budget_seconds", S}, {"batch", opt.batch},
+                {"seq", opt.seq}, {"lr", opt.lr}, {"feature_batches", opt.feature_batches},
+                {"calibration_batches", opt.calib_batches}, {"e2e_final_only", e2e_final_only},
+                {"policies", describe(bundle)}, {"backend", std::string(backend::cpu::name)}});
+    write_report(opt.out, rows,
                  {{"val_protocol", start.protocol}, {"teacher_parameters", start.teacher_parameters},
                   {"student_parameters", start.pruned.layout.numel()}, {"summary", summary},
                   {"wall_seconds_total", total.seconds()}});
     std::printf("lwcl_vs_kd: wrote %s/ (report.json, perplexity_vs_seconds.png, cumulative_error.png, one folder per "
                 "run) in %.0f s\n",
-                out_dir.c_str(), total.seconds());
+                opt.out.c_str(), total.seconds());
     return 0;
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

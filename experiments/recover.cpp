@@ -47,17 +47,17 @@ std::vector<index_t> layer_map(const std::vector<index_t>& given, const fs::path
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl recover: layer-wise curriculum recovery of a pruned checkpoint (resumable)"};
-  std::string teacher_dir, student_dir, data = "data/prepared", out, budget_text = "steps:400", curriculum = "two_stage",
-                                           cache_name = "host";
+  common_options opt;
+  opt.budget = "steps:400";
+  std::string student_dir, curriculum = "two_stage", cache_name = "host";
   std::vector<index_t> boundaries;
-  double lr = 2e-3, kd_share = 0.2;
-  int batch = 16, seq = 128, feature_batches = 12, ramp_steps = 0;
+  double kd_share = 0.2;
+  int ramp_steps = 0;
   long checkpoint_every = 50;
-  app.add_option("--teacher", teacher_dir, "teacher folder (config.json + model.safetensors)")->required();
+  add_common_options(app, opt, "steps:N, tokens:N or seconds:N for the whole recovery", /*pruning=*/false);
+  app.get_option("--teacher")->required()->description("teacher folder (config.json + model.safetensors)");
+  app.get_option("--out")->required()->description("run directory; rerun the same command to resume");
   app.add_option("--student", student_dir, "pruned student folder (experiments/prune's <out>/model)")->required();
-  app.add_option("--data", data, "prepared data: train.bin for training batches, validation.bin for the report");
-  app.add_option("--out", out, "run directory; rerun the same command to resume")->required();
-  app.add_option("--budget", budget_text, "steps:N, tokens:N or seconds:N for the whole recovery");
   app.add_option("--curriculum", curriculum,
                  "two_stage (teacher inputs, then student inputs front to back), none (teacher inputs only), or lwcl "
                  "(easy to hard, teacher->student ramp, segments doubling, final logit KD)")
@@ -65,13 +65,9 @@ int main(int argc, char** argv) {
   app.add_option("--cache", cache_name, "host (RAM), disk (<out>/features) or compressed (exponent-coded on disk)")
       ->check(CLI::IsMember({"host", "disk", "compressed"}));
   app.add_option("--boundaries", boundaries, "layer map b[0..L] (default: summary.json beside the student, or identity)");
-  app.add_option("--lr", lr, "peak learning rate")->check(CLI::PositiveNumber);
   app.add_option("--kd-share", kd_share, "budget share of the final KD stage (curriculum lwcl)")->check(CLI::Range(0.0, 0.9));
   app.add_option("--ramp-steps", ramp_steps, "curriculum lwcl: steps of a visit over which inputs move from teacher to "
                                              "student (default: a third of a visit's steps)");
-  app.add_option("--batch", batch, "sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per sequence")->check(CLI::PositiveNumber);
-  app.add_option("--feature-batches", feature_batches, "batches whose boundary features are cached")->check(CLI::PositiveNumber);
   app.add_option("--checkpoint-every", checkpoint_every, "segment steps between checkpoints (0: visit ends only)")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
@@ -84,27 +80,22 @@ int main(int argc, char** argv) {
     {
       auto s = load_model(be, student_dir);
       student = distill::student_state::of(*s);
-      teacher_layers = checkpoint::read_hf_config(teacher_dir).n_layers();
+      teacher_layers = checkpoint::read_hf_config(opt.teacher).n_layers();
     }
     const auto map = layer_map(boundaries, student_dir, student.config.n_layers(), teacher_layers);
-    const data::shard train_shard((fs::path(data) / "train.bin").string());
-    const data::batch_loader loader(train_shard, batch, seq, 0x5EED);
+    const training_stream train(opt);
 
-    distill::pipeline_options po;
-    po.total = distill::parse_budget(budget_text);
-    po.lr = lr;
-    po.min_lr = lr / 10;
+    auto po = recovery_options(opt, distill::parse_budget(opt.budget));
     po.final_kd_share = kd_share;
-    po.feature_batches = feature_batches;
     po.checkpoint_every = checkpoint_every;
-    po.validation_ids = validation_ids(data, static_cast<std::size_t>(2 * batch * seq) + 1);
-    auto teacher = [&] { return load_model(be, teacher_dir); };
+    po.validation_ids = validation_ids(opt.data, static_cast<std::size_t>(2 * opt.batch * opt.seq) + 1);
+    auto teacher = [&] { return load_model(be, opt.teacher); };
 
     auto go = [&](auto curriculum_policy, auto cache_policy) {
       const auto bundle = make_policies(slot<key::pruning>(policies::pruning::magnitude_l2{}),
                                         slot<key::curriculum>(curriculum_policy), slot<key::cache>(cache_policy));
       auto pipe = distill::make_pipeline(be, bundle, po);
-      return pipe.run(teacher, student, map, loader, out);
+      return pipe.run(teacher, student, map, train.loader, opt.out);
     };
     auto with_cache = [&](auto curriculum_policy) {
       if (cache_name == "disk") return go(curriculum_policy, cache::disk{});
@@ -128,8 +119,8 @@ int main(int argc, char** argv) {
       r = with_cache(cur::two_stage<>{});
     }
     for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json"})
-      if (fs::exists(fs::path(teacher_dir) / f))
-        fs::copy_file(fs::path(teacher_dir) / f, fs::path(out) / "student" / f, fs::copy_options::overwrite_existing);
+      if (fs::exists(fs::path(opt.teacher) / f))
+        fs::copy_file(fs::path(opt.teacher) / f, fs::path(opt.out) / "student" / f, fs::copy_options::overwrite_existing);
     std::printf("recover: %ld segment steps + %ld KD steps, %ld tokens in %.1f s%s; peak compute %s, peak cache %s, "
                 "stall %.1f%% of step time\n",
                 r.segment_steps, r.kd_steps, r.tokens, r.seconds, r.resumed ? " (resumed)" : "",
@@ -137,7 +128,7 @@ int main(int argc, char** argv) {
                 human_bytes(static_cast<double>(r.peak_cache_bytes)).c_str(),
                 r.step_seconds > 0 ? 100 * r.stall_seconds / r.step_seconds : 0.0);
     std::printf("recover: validation perplexity %.3f (%s); last-layer error %.4f -> %.4f; wrote %s/\n", r.val_ppl,
-                r.val_protocol.c_str(), r.cumulative_error_before.back(), r.cumulative_error.back(), out.c_str());
+                r.val_protocol.c_str(), r.cumulative_error_before.back(), r.cumulative_error.back(), opt.out.c_str());
     return 0;
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

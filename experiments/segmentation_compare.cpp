@@ -62,55 +62,36 @@ std::string stages_text(const distill::pipeline_result& r, index_t n_layers) {
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl segmentation comparison: one pruned student, one budget, eight segmentations"};
-  std::string data = "data/prepared", teacher_run = "runs/teacher_tiny_gpt2", out_dir = "runs/segmentation_compare",
-              budget_text = "steps:112";
-  double ratio = 0.5, lr = 2e-3;
-  int batch = 16, seq = 128, feature_batches = 12, calib_batches = 8;
+  common_options opt;
+  opt.budget = "steps:112";
+  opt.out = "runs/segmentation_compare";
   std::vector<index_t> boundaries = {1, 3};
   // 48 MiB: on the tiny teacher's 50% student at batch 16 x 128, one layer needs 31.0 MB, two 45.2 MB
   // and three 59.4 MB (memory_budget::memory_of), so the budget cuts two-layer segments.
   std::size_t segment_bytes = std::size_t{48} << 20;
-  app.add_option("--data", data, "prepared data (tools/fetch_corpus.sh, experiments/prepare_data)");
-  app.add_option("--teacher", teacher_run, "teacher run directory; trained (resumably) when it has no model/ yet");
-  app.add_option("--budget", budget_text,
-                 "budget of every segmentation: steps:N, tokens:N, or seconds (a plain number or seconds:N)");
-  app.add_option("--ratio", ratio, "fraction of heads (KV groups) and FFN channels pruned")->check(CLI::Range(0.0, 0.95));
-  app.add_option("--lr", lr, "peak learning rate of every visit")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per sequence")->check(CLI::PositiveNumber);
-  app.add_option("--feature-batches", feature_batches, "batches whose boundary features are cached")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--calib-batches", calib_batches, "Wanda-sp calibration batches")->check(CLI::PositiveNumber);
+  add_common_options(app, opt,
+                     "budget of every segmentation: steps:N, tokens:N, or seconds (a plain number or seconds:N)");
   app.add_option("--boundaries", boundaries, "explicit_boundaries: first layer of every segment after the first")
       ->delimiter(',');
   app.add_option("--segment-bytes", segment_bytes, "memory_budget: bytes one segment may hold while it trains")
       ->check(CLI::PositiveNumber);
-  app.add_option("--out", out_dir, "run directory");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   try {
     timer total;
     backend::cpu be;
-    const distill::budget budget = budget_option(budget_text);
-    fs::create_directories(out_dir);
+    const distill::budget budget = budget_option(opt.budget);
+    fs::create_directories(opt.out);
 
     // 1. The teacher and its Wanda-sp student.
-    const auto val = validation_ids(data);
-    auto start = start_pruned(be, data, teacher_run, policies::pruning::wanda_sp{}, ratio, batch, seq, calib_batches, val,
-                              "segmentation_compare");
+    const auto val = validation_ids(opt.data);
+    auto start = start_pruned(be, opt, policies::pruning::wanda_sp{}, val, "segmentation_compare");
     std::vector<method_row> rows = start.rows;
 
     // 2. One recovery per segmentation, same budget and training stream.
-    const data::shard train_shard((fs::path(data) / "train.bin").string());
-    const data::batch_loader loader(train_shard, batch, seq, 0x5EED);
-    const study st{be, start.teacher.dir, model::identity_boundaries(start.pruned.config.n_layers()), loader, val,
-                   error_batches(val, batch, seq, 2), batch, seq, out_dir};
-    distill::pipeline_options po;
-    po.total = budget;
-    po.lr = lr;
-    po.min_lr = lr / 10;
-    po.feature_batches = feature_batches;
+    const auto st = make_study(be, opt, start, val);
+    const auto po = recovery_options(opt, budget);
 
     struct detail_row {
       std::string name, segmentation, curriculum, stages;
@@ -137,12 +118,11 @@ int main(int argc, char** argv) {
                                                            {std::string(seg::memory_budget::name), "memory_budget"},
                                                            {std::string(seg::growing::name), "growing"}};
     // balanced_difficulty with an empty layer_difficulty, and memory_budget without batch, seq and type:
-    // the pipeline measures each layer's initial loss and fills in the loader's batch shape. (The empty
-    // list is spelled out because layer_difficulty has no default member initializer, and leaving it out
-    // of a designated initializer trips -Wmissing-field-initializers.)
+    // the pipeline measures each layer's initial loss and fills in the loader's batch shape and its
+    // feature buffers.
     sweep(alternatives<key::segmentation>(seg::uniform<1>{}, seg::uniform<2>{}, seg::uniform<4>{},
                                           seg::explicit_boundaries{.boundaries = boundaries},
-                                          seg::balanced_difficulty{.n_segments = 2, .layer_difficulty = {}},
+                                          seg::balanced_difficulty{.n_segments = 2},
                                           seg::memory_budget{.budget_bytes = segment_bytes},
                                           seg::growing{.first_size = 1, .factor = 2}),
           slot<key::pruning>(policies::pruning::wanda_sp{}), [&](const auto& bundle) {
@@ -168,19 +148,19 @@ int main(int argc, char** argv) {
     std::printf("; peak compute: the largest visit's parameters, gradients, AdamW moments, activations and the three "
                 "feature buffers it holds)\n");
 
-    write_json(fs::path(out_dir) / "config.json",
-               {{"program", "segmentation_compare"}, {"teacher", start.teacher.dir.string()}, {"data", data},
-                {"criterion", "wanda_sp"}, {"ratio", ratio},
+    write_json(fs::path(opt.out) / "config.json",
+               {{"program", "segmentation_compare"}, {"teacher", start.teacher.dir.string()}, {"data", opt.data},
+                {"criterion", "wanda_sp"}, {"ratio", opt.ratio},
                 {"budget", {{"unit", distill::budget_unit_name(budget.unit)}, {"amount", budget.amount}}},
-                {"batch", batch}, {"seq", seq}, {"lr", lr}, {"feature_batches", feature_batches},
-                {"calibration_batches", calib_batches}, {"boundaries", boundaries}, {"segment_bytes", segment_bytes},
-                {"backend", std::string(backend::cpu::name)}});
-    write_report(out_dir, rows,
+                {"batch", opt.batch}, {"seq", opt.seq}, {"lr", opt.lr}, {"feature_batches", opt.feature_batches},
+                {"calibration_batches", opt.calib_batches}, {"boundaries", boundaries},
+                {"segment_bytes", segment_bytes}, {"backend", std::string(backend::cpu::name)}});
+    write_report(opt.out, rows,
                  {{"val_protocol", start.protocol}, {"teacher_parameters", start.teacher_parameters},
                   {"student_parameters", start.pruned.layout.numel()}, {"wall_seconds_total", total.seconds()}});
     std::printf("segmentation_compare: wrote %s/ (report.json, cumulative_error.png, one folder per segmentation) in "
                 "%.0f s\n",
-                out_dir.c_str(), total.seconds());
+                opt.out.c_str(), total.seconds());
     return 0;
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
