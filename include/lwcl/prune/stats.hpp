@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -115,87 +116,82 @@ inline void calibration_stats::expect_fits(const model::model_config& cfg, std::
 
 namespace stats_detail {
 
-// Adds one batch's rows of x (N, K) to s, channel chunks in parallel, rows in order within a chunk so
-// that the sums do not depend on the thread count.
-template <class T, class Backend>
-void add_channels(const Backend& be, channel_stats& s, const tensor& x) {
-  const index_t K = x.shape.last(), N = ops::rows_of(x);
-  check(K == s.channels(), "calibration_pass: activation ", x.shape.str(), " has ", K, " channels, the statistics ",
-        s.channels());
-  const T* p = x.ptr<T>("calibration_pass");
-  double *sum = s.sum.data(), *sum_sq = s.sum_sq.data(), *sum_abs = s.sum_abs.data();
-  be.for_each(
-      ops::column_chunks(K),
-      [=](index_t chunk) {
-        const index_t c0 = chunk * ops::column_chunk, n = std::min(ops::column_chunk, K - c0);
-        for (index_t r = 0; r < N; ++r) {
-          const T* row = p + r * K + c0;
-          for (index_t j = 0; j < n; ++j) {
-            const double v = static_cast<double>(row[j]);
-            sum[c0 + j] += v;
-            sum_sq[c0 + j] += v * v;
-            sum_abs[c0 + j] += std::abs(v);
-          }
-        }
-      },
-      3 * ops::column_chunk * N);
-  s.count += N;
-}
-
-// head_norm_sum[h] += sum over rows of ||att[row, h D : (h + 1) D]||_2 for att (N, H * D).
-template <class T, class Backend>
-void add_head_norms(const Backend& be, std::vector<double>& head_norm_sum, const tensor& att, index_t D) {
-  const index_t H = static_cast<index_t>(head_norm_sum.size()), N = ops::rows_of(att);
-  const T* p = att.ptr<T>("calibration_pass");
-  double* out = head_norm_sum.data();
-  be.for_each(
-      H,
-      [=](index_t h) {
-        double acc = 0;
-        for (index_t r = 0; r < N; ++r) {
-          const T* v = p + r * H * D + h * D;
-          double ss = 0;
-          for (index_t d = 0; d < D; ++d) ss += static_cast<double>(v[d]) * static_cast<double>(v[d]);
-          acc += std::sqrt(ss);
-        }
-        out[h] += acc;
-      },
-      3 * D * N);
-}
-
-// Sum over rows of cos(a_row, b_row); a row pair with a zero vector counts 0 (no direction to compare).
+// Adds the rows of x (N, K) to per-channel sums, sums of squares and sums of absolute values, for
+// columns [i * chunk, (i + 1) * chunk): rows in order within a column, so the sums do not depend on
+// how columns are spread over threads (chunks of ops::column_chunk on the host, single columns on a
+// GPU, where neighbouring threads then read neighbouring addresses).
 template <class T>
-double cosine_sum(const tensor& a, const tensor& b) {
-  const index_t C = a.shape.last(), N = ops::rows_of(a);
-  const T *pa = a.ptr<T>("calibration_pass"), *pb = b.ptr<T>("calibration_pass");
-  double total = 0;
-  for (index_t r = 0; r < N; ++r) {
+struct add_channel_moments {
+  double* sum;
+  double* sum_sq;
+  double* sum_abs;
+  const T* x;
+  index_t N, K, chunk;
+
+  LWCL_HD void operator()(index_t i) const {
+    const index_t c0 = i * chunk, n = math::min(chunk, K - c0);
+    for (index_t r = 0; r < N; ++r) {
+      const T* row = x + r * K + c0;
+      for (index_t j = 0; j < n; ++j) {
+        const double v = static_cast<double>(row[j]);
+        sum[c0 + j] += v;
+        sum_sq[c0 + j] += v * v;
+        sum_abs[c0 + j] += math::abs(v);
+      }
+    }
+  }
+};
+
+// out[h] += sum over rows of ||att[row, h D : (h + 1) D]||_2 for att (N, H * D).
+template <class T>
+struct add_head_norms {
+  double* out;
+  const T* att;
+  index_t N, H, D;
+
+  LWCL_HD void operator()(index_t h) const {
+    double acc = 0;
+    for (index_t r = 0; r < N; ++r) {
+      const T* v = att + r * H * D + h * D;
+      double ss = 0;
+      for (index_t d = 0; d < D; ++d) ss += static_cast<double>(v[d]) * static_cast<double>(v[d]);
+      acc += math::sqrt(ss);
+    }
+    out[h] += acc;
+  }
+};
+
+// out[r] = cos(a_r, b_r) of rows of C; a row pair with a zero vector gives 0 (no direction to compare).
+template <class T>
+struct row_cosine {
+  double* out;
+  const T* a;
+  const T* b;
+  index_t C;
+
+  LWCL_HD void operator()(index_t r) const {
     double dot = 0, na = 0, nb = 0;
     for (index_t c = 0; c < C; ++c) {
-      const double x = static_cast<double>(pa[r * C + c]), y = static_cast<double>(pb[r * C + c]);
+      const double x = static_cast<double>(a[r * C + c]), y = static_cast<double>(b[r * C + c]);
       dot += x * y;
       na += x * x;
       nb += y * y;
     }
-    const double den = std::sqrt(na) * std::sqrt(nb);
-    total += den > 0 ? dot / den : 0.0;
+    const double den = math::sqrt(na) * math::sqrt(nb);
+    out[r] = den > 0 ? dot / den : 0.0;
   }
-  return total;
-}
+};
 
 }  // namespace stats_detail
 
 // Accumulates calibration_stats batch by batch: each batch is embedded and walked through the blocks
 // one at a time with model::block_forward, and each block's activations are folded into the sums
-// before the next block overwrites them. Memory: one block's activations for one (B, T) batch (one
-// set per distinct layer shape) plus two hidden states. The activations are read in host memory, so
-// the backend must be a host one. The net must outlive the pass.
+// before the next block overwrites them. The sums live in backend memory (in double) and are folded by
+// the same functors on every backend; stats() copies them out. Memory: one block's activations for one
+// (B, T) batch (one set per distinct layer shape), two hidden states and the sums. The net must outlive
+// the pass.
 template <class Backend>
 class calibration_pass {
-  static_assert(!Backend::is_device,
-                "calibration_pass reads activations in host memory: run it on a host-backend transformer (load the "
-                "same weights into model::transformer<backend::cpu>)");
-
  public:
   explicit calibration_pass(const model::transformer<Backend>& net) : net_(net) {
     const auto& cfg = net.config();
@@ -211,7 +207,13 @@ class calibration_pass {
       s.proj_in = channel_stats(sh.F);
       s.head_norm_sum.assign(static_cast<std::size_t>(sh.H), 0.0);
       stats_.layers.push_back(std::move(s));
+      // Sums of layer l, in this order: attn_in, o_in, mlp_in, proj_in (sum, sum_sq, sum_abs each),
+      // then the head norms.
+      offset_.push_back(sums_);
+      sums_ += 3 * (2 * sh.C + sh.H * sh.D + sh.F) + sh.H;
     }
+    sum_buf_ = buffer<Backend>(net.backend(), static_cast<std::size_t>(sums_) * sizeof(double));
+    net.backend().fill_zero(sum_buf_.data(), sum_buf_.bytes());
   }
 
   // Adds one batch: ids holds B * T token ids (row-major (B, T), host memory), each row a sequence.
@@ -222,9 +224,10 @@ class calibration_pass {
     check(T <= cfg.max_seq, "calibration_pass: sequence length ", T, " exceeds the model's max_seq ", cfg.max_seq);
     ensure(B, T);
     Backend& be = net_.backend();
-    const tensor tokens(ids, shape{B, T});
-    ops::embedding_forward(be, hidden_[0], tokens, net_.param("wte"),
+    be.from_host(tok_.data(), ids, tok_.bytes());
+    ops::embedding_forward(be, hidden_[0], tensor(tok_.data(), dtype::i32, {B, T}), net_.param("wte"),
                            net_.layout().contains("wpe") ? net_.param("wpe") : tensor());
+    std::vector<double> cosines(static_cast<std::size_t>(B * T));
     ops::dispatch_float("calibration_pass", net_.type(), [&](auto z) {
       using E = decltype(z);
       for (std::size_t l = 0; l < shapes_.size(); ++l) {
@@ -233,17 +236,34 @@ class calibration_pass {
         const auto& sh = shapes_[l];
         auto& a = *acts_[slot_of_[l]];
         model::block_forward(be, sh, weights_[l], a, x, y);
+        double* at = static_cast<double*>(sum_buf_.data()) + offset_[l];
+        const std::initializer_list<const tensor*> inputs = {sh.tr.post_norm ? &x : &a.h1, &a.att,
+                                                             sh.tr.post_norm ? &a.x2 : &a.h2, sh.tr.gated_mlp ? &a.s : &a.g};
+        for (const tensor* act : inputs) {
+          const index_t K = act->shape.last(), N = ops::rows_of(*act);
+          const index_t chunk = Backend::is_device ? 1 : ops::column_chunk;
+          be.for_each((K + chunk - 1) / chunk,
+                      stats_detail::add_channel_moments<E>{at, at + K, at + 2 * K, act->template ptr<E>("calibration_pass"), N,
+                                                           K, chunk},
+                      3 * chunk * N);
+          at += 3 * K;
+        }
+        be.for_each(sh.H, stats_detail::add_head_norms<E>{at, a.att.template ptr<E>("calibration_pass"), B * T, sh.H, sh.D},
+                    3 * sh.D * B * T);
+        // Per-row cosines, summed here in row order (the same on every backend).
+        be.for_each(B * T, stats_detail::row_cosine<E>{static_cast<double*>(cos_.data()), x.template ptr<E>("calibration_pass"),
+                                                        y.template ptr<E>("calibration_pass"), sh.C},
+                    3 * sh.C);
+        be.to_host(cosines.data(), cos_.data(), cos_.bytes());
         auto& s = stats_.layers[l];
-        stats_detail::add_channels<E>(be, s.attn_in, sh.tr.post_norm ? x : a.h1);
-        stats_detail::add_channels<E>(be, s.o_in, a.att);
-        stats_detail::add_channels<E>(be, s.mlp_in, sh.tr.post_norm ? a.x2 : a.h2);
-        stats_detail::add_channels<E>(be, s.proj_in, sh.tr.gated_mlp ? a.s : a.g);
-        stats_detail::add_head_norms<E>(be, s.head_norm_sum, a.att, sh.D);
-        s.cosine_sum += stats_detail::cosine_sum<E>(x, y);
+        for (const double c : cosines) s.cosine_sum += c;
         s.tokens += B * T;
       }
     });
+    for (auto& s : stats_.layers)
+      for (channel_stats* c : {&s.attn_in, &s.o_in, &s.mlp_in, &s.proj_in}) c->count += B * T;
     stats_.tokens += B * T;
+    fresh_ = false;
   }
   void add(const std::vector<std::int32_t>& ids, index_t B, index_t T) {
     check(B > 0 && T > 0 && static_cast<index_t>(ids.size()) == B * T, "calibration_pass: a batch of ", B, " x ", T,
@@ -255,10 +275,30 @@ class calibration_pass {
   // The statistics so far; throws while no batch has been added.
   const calibration_stats& stats() const {
     check(stats_.tokens > 0, "calibration_pass: the calibration set is empty (add at least one batch)");
+    if (!fresh_) gather();
     return stats_;
   }
 
  private:
+  // Copies the sums out of backend memory into stats_.
+  void gather() const {
+    std::vector<double> host(static_cast<std::size_t>(sums_));
+    net_.backend().to_host(host.data(), sum_buf_.data(), sum_buf_.bytes());
+    for (std::size_t l = 0; l < shapes_.size(); ++l) {
+      const double* at = host.data() + offset_[l];
+      auto& s = stats_.layers[l];
+      for (channel_stats* c : {&s.attn_in, &s.o_in, &s.mlp_in, &s.proj_in}) {
+        const std::size_t K = c->sum.size();
+        for (std::vector<double>* v : {&c->sum, &c->sum_sq, &c->sum_abs}) {
+          std::copy(at, at + K, v->begin());
+          at += K;
+        }
+      }
+      std::copy(at, at + s.head_norm_sum.size(), s.head_norm_sum.begin());
+    }
+    fresh_ = true;
+  }
+
   void ensure(index_t B, index_t T) {
     if (B == B_ && T == T_) return;
     B_ = B;
@@ -266,6 +306,8 @@ class calibration_pass {
     acts_.clear();
     slot_of_.clear();
     Backend& be = net_.backend();
+    tok_ = buffer<Backend>(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
+    cos_ = buffer<Backend>(be, static_cast<std::size_t>(B * T) * sizeof(double));
     mem_ = std::make_unique<arena<Backend>>();
     mem_->declare(hidden_[0], {B, T, net_.config().d_model});
     mem_->declare(hidden_[1], {B, T, net_.config().d_model});
@@ -286,8 +328,12 @@ class calibration_pass {
   }
 
   const model::transformer<Backend>& net_;
-  calibration_stats stats_;
+  mutable calibration_stats stats_;  // the sums are copied in from sum_buf_ when read
+  mutable bool fresh_ = true;
   std::vector<model::block_shape> shapes_;
+  std::vector<index_t> offset_;  // of each layer's sums in sum_buf_
+  index_t sums_ = 0;
+  buffer<Backend> sum_buf_, tok_, cos_;
   std::vector<model::block_weights> weights_;
   index_t B_ = -1, T_ = -1;
   std::vector<std::unique_ptr<model::block_acts<Backend>>> acts_;
