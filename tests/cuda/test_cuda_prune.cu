@@ -1,6 +1,6 @@
 // Calibration statistics for pruning on backend::cuda against backend::host: the same weights and
 // batches give the same channel moments, head norms and block cosines (the sums are folded by the same
-// functors, in double, on both), and a criterion ranks the same groups from either.
+// functors, in double, on both), and the same per-block local-loss gradients (Taylor criteria).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/model/host_params.hpp"
 #include "lwcl/model/transformer.hpp"
+#include "lwcl/prune/local_gradients.hpp"
 #include "lwcl/prune/stats.hpp"
 #include "support/check.hpp"
 
@@ -56,4 +57,30 @@ TEST_CASE("cuda: pruning calibration statistics match the host backend (gpt2 and
       CHECK(err < (t == dtype::f64 ? 1e-12 : 1e-5));
     }
   }
+}
+
+TEST_CASE("cuda: per-block local-loss gradients for pruning match the host backend") {
+  backend::cpu host;
+  backend::cuda gpu;
+  const auto cfg = model::model_config::uniform(model::family::llama, 64, 32, 96, 3, 6, 2, 200);
+  model::transformer<backend::cpu> on_host(host, cfg, dtype::f64);
+  on_host.init(12);
+  model::transformer<backend::cuda> on_gpu(gpu, cfg, dtype::f64);
+  model::set_host_params(on_gpu, model::host_params(on_host));
+  prune::local_gradient_pass<backend::cpu> hp(on_host);
+  prune::local_gradient_pass<backend::cuda> dp(on_gpu);
+  for (int b = 0; b < 2; ++b) {
+    std::vector<std::int32_t> ids(4 * 32), targets(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<std::int32_t>((i * 29 + 7 * b + 3) % 64);
+      targets[i] = static_cast<std::int32_t>((i * 13 + b) % 64);
+    }
+    hp.add(ids.data(), targets.data(), 4, 32);
+    dp.add(ids.data(), targets.data(), 4, 32);
+  }
+  const auto h = hp.result(), d = dp.result();
+  CHECK(d.tokens == h.tokens);
+  const double err = rel_error(d.grad, h.grad);
+  MESSAGE("local gradients, device vs host (f64): relative error ", err);
+  CHECK(err < 1e-10);
 }

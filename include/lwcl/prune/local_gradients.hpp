@@ -26,10 +26,10 @@ struct local_gradients {
   index_t tokens = 0;
 };
 
+// Runs on any backend: the batch's tokens are copied into backend memory, each block's gradient is
+// copied out and added to the host-side mean.
 template <class Backend>
 class local_gradient_pass {
-  static_assert(!Backend::is_device, "local_gradient_pass accumulates in host memory: run it on a host-backend transformer");
-
  public:
   explicit local_gradient_pass(const model::transformer<Backend>& net) : net_(net) {
     out_.config = net.config();
@@ -63,9 +63,13 @@ class local_gradient_pass {
     mem.allocate(be, dt);
     const tensor head = cfg.tie_embeddings ? net_.param("wte") : net_.param("lm_head.weight");
     const tensor norm_w = net_.param("norm_f.weight"), norm_b = rms ? tensor() : net_.param("norm_f.bias");
-    ops::embedding_forward(be, x, tensor(ids, shape{B, T}), net_.param("wte"),
+    buffer<Backend> tokens(be, static_cast<std::size_t>(2 * N) * sizeof(std::int32_t));
+    auto* tok = static_cast<std::int32_t*>(tokens.data());
+    be.from_host(tok, ids, static_cast<std::size_t>(N) * sizeof(std::int32_t));
+    be.from_host(tok + N, targets, static_cast<std::size_t>(N) * sizeof(std::int32_t));
+    ops::embedding_forward(be, x, tensor(tok, dtype::i32, shape{B, T}), net_.param("wte"),
                            net_.layout().contains("wpe") ? net_.param("wpe") : tensor());
-    const tensor tgt(targets, shape{N});
+    const tensor tgt(tok + N, dtype::i32, shape{N});
     for (index_t l = 0; l < cfg.n_layers(); ++l) {
       const auto sh = model::shape_of_layer(cfg, l);
       const std::string prefix = model::layer_prefix(l);
