@@ -1,5 +1,6 @@
 // backend::cuda timed on the GPU: cuBLAS GEMMs on the transformer shapes of bench_gemm (f32 and f64),
-// the layernorm op kernels, and attention: the tiled flash kernel at two tile shapes against the
+// the layernorm and rmsnorm ops (fused block-per-row kernels; layernorm forward also with one-pass
+// statistics and as the generic row functor), and attention: the tiled flash kernel at two tile shapes against the
 // materialised op (cuBLAS over stored probabilities), forward and backward. Each iteration is timed with CUDA events on the backend's compute
 // stream and reported as manual time, so host launch overhead and queueing do not count.
 #include <benchmark/benchmark.h>
@@ -15,6 +16,7 @@
 #include "lwcl/ops/attention.hpp"
 #include "lwcl/ops/flash_attention.hpp"
 #include "lwcl/ops/layernorm.hpp"
+#include "lwcl/ops/rmsnorm.hpp"
 #include "lwcl/tensor/tensor.hpp"
 
 using namespace lwcl;
@@ -154,6 +156,80 @@ void layernorm_shapes(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
+// ---- norms ----------------------------------------------------------------------------------------
+// GB/s over compulsory traffic. Forward: x read, out written, weight (and bias) and the per-row
+// statistics. Backward: x and dout read, dinp read and written, plus the per-channel and per-row vectors.
+
+// How the layernorm forward runs: the fused kernel with two-pass or one-pass statistics, or the host's
+// row functor through for_each (one thread per row, the path before the fused kernels).
+enum class layernorm_path { two_pass, one_pass, row_functor };
+
+template <class T, layernorm_path Path>
+void cuda_layernorm_forward_path(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const index_t N = state.range(0), C = state.range(1);
+  auto x = random_tensor<T>(*be, {N, C}, 3), w = random_tensor<T>(*be, {C}, 4), b = random_tensor<T>(*be, {C}, 5);
+  owned_tensor<backend::cuda> out(*be, dtype_of_v<T>, {N, C}), mean(*be, dtype_of_v<T>, {N}), rstd(*be, dtype_of_v<T>, {N});
+  event_pair ev;
+  ev.time(state, *be, [&] {
+    if constexpr (Path == layernorm_path::two_pass)
+      backend::cuda_layernorm_forward<backend::norm_stats::two_pass>(*be, out, mean, rstd, x, w, b, 1e-5);
+    else if constexpr (Path == layernorm_path::one_pass)
+      backend::cuda_layernorm_forward<backend::norm_stats::one_pass>(*be, out, mean, rstd, x, w, b, 1e-5);
+    else
+      be->for_each(N,
+                   ops::kernel::layernorm_forward_row<T>{out.template ptr<T>(), mean.template ptr<T>(), rstd.template ptr<T>(),
+                                                         x.template ptr<T>(), w.template ptr<T>(), b.template ptr<T>(), C, T(1e-5)},
+                   8 * C);
+  });
+  report_bytes(state, (2.0 * N * C + 2.0 * C + 2.0 * N) * sizeof(T));
+}
+
+template <class T>
+void cuda_rmsnorm_forward(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const index_t N = state.range(0), C = state.range(1);
+  auto x = random_tensor<T>(*be, {N, C}, 3), w = random_tensor<T>(*be, {C}, 4);
+  owned_tensor<backend::cuda> out(*be, dtype_of_v<T>, {N, C}), rstd(*be, dtype_of_v<T>, {N});
+  event_pair ev;
+  ev.time(state, *be, [&] { ops::rmsnorm_forward(*be, out, rstd, x, w, 1e-6); });
+  report_bytes(state, (2.0 * N * C + C + N) * sizeof(T));
+}
+
+template <class T>
+void cuda_rmsnorm_backward(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const index_t N = state.range(0), C = state.range(1);
+  auto x = random_tensor<T>(*be, {N, C}, 3), w = random_tensor<T>(*be, {C}, 4), dout = random_tensor<T>(*be, {N, C}, 6);
+  owned_tensor<backend::cuda> out(*be, dtype_of_v<T>, {N, C}), rstd(*be, dtype_of_v<T>, {N});
+  owned_tensor<backend::cuda> dx(*be, dtype_of_v<T>, {N, C}), dw(*be, dtype_of_v<T>, {C});
+  ops::rmsnorm_forward(*be, out, rstd, x, w, 1e-6);
+  event_pair ev;
+  ev.time(state, *be, [&] { ops::rmsnorm_backward(*be, dx, dw, dout, x, w, rstd); });
+  report_bytes(state, (4.0 * N * C + 3.0 * C + N) * sizeof(T));
+}
+
+// A full training batch of tokens at GPT-2 small, an odd width, and a 7B-class width.
+void norm_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "C"});
+  b->Args({16384, 768});
+  b->Args({16384, 1000});
+  b->Args({16384, 4096});
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
 // ---- attention ------------------------------------------------------------------------------------
 // Flops are counted as the materialised op's GEMMs, 2 T^2 D each per (batch, head): two forward
 // (q k^T, P v), four backward (dv, dP, dq, dk); halved under the causal mask, the work a kernel that
@@ -263,6 +339,11 @@ BENCHMARK_TEMPLATE(cuda_gemm, float)->Apply(transformer_shapes);
 BENCHMARK_TEMPLATE(cuda_gemm, double)->Apply(transformer_shapes);
 BENCHMARK_TEMPLATE(cuda_layernorm_forward, float)->Apply(layernorm_shapes);
 BENCHMARK_TEMPLATE(cuda_layernorm_backward, float)->Apply(layernorm_shapes);
+BENCHMARK_TEMPLATE(cuda_layernorm_forward_path, float, layernorm_path::two_pass)->Apply(norm_shapes);
+BENCHMARK_TEMPLATE(cuda_layernorm_forward_path, float, layernorm_path::one_pass)->Apply(norm_shapes);
+BENCHMARK_TEMPLATE(cuda_layernorm_forward_path, float, layernorm_path::row_functor)->Apply(norm_shapes);
+BENCHMARK_TEMPLATE(cuda_rmsnorm_forward, float)->Apply(norm_shapes);
+BENCHMARK_TEMPLATE(cuda_rmsnorm_backward, float)->Apply(norm_shapes);
 // Two tile shapes: 64 query rows (2 warps) by 32 keys, and 128 rows (4 warps) by 32 keys, which halves
 // the K/V tile loads per query row at twice the shared memory per block.
 BENCHMARK_TEMPLATE(cuda_flash_attention_forward, 64, 32)->Apply(attention_shapes);

@@ -13,6 +13,61 @@ namespace lwcl::ops {
 
 namespace kernel {
 
+// Per-row math shared by the row functors below and the fused CUDA kernels (backend/cuda/norms.cuh).
+// The functors form the row sums left to right; the kernels form the same sums by block reduction, so
+// only the summation order differs between the backends.
+
+template <class T>
+LWCL_HD_INLINE T layernorm_mean(T sum, index_t C) {
+  return sum / static_cast<T>(C);
+}
+// One term of the second (variance) pass: the squared deviation from the row mean.
+template <class T>
+LWCL_HD_INLINE T layernorm_sq_dev(T x, T mean) {
+  return (x - mean) * (x - mean);
+}
+// rstd from the sum of squared deviations (two-pass statistics).
+template <class T>
+LWCL_HD_INLINE T layernorm_rstd(T sq_dev_sum, index_t C, T eps) {
+  const T var = sq_dev_sum / static_cast<T>(C);
+  return T(1) / math::sqrt(var + eps);
+}
+// rstd from the plain sum and sum of squares (one-pass statistics). E[x^2] - E[x]^2 cancels when
+// |mean| >> std, hence the clamp; the two-pass form is the default for that reason.
+template <class T>
+LWCL_HD_INLINE T layernorm_rstd_one_pass(T sum, T sum_sq, index_t C, T eps) {
+  const T m = sum / static_cast<T>(C);
+  const T var = math::max(sum_sq / static_cast<T>(C) - m * m, T(0));
+  return T(1) / math::sqrt(var + eps);
+}
+template <class T>
+LWCL_HD_INLINE T layernorm_out(T x, T mean, T rstd, T weight, T bias) {
+  return (x - mean) * rstd * weight + bias;
+}
+
+// The two row sums of the backward pass, sum(g) and sum(g * xhat) with g = dout * weight. operator+
+// merges partial sums (the block reduction's combine).
+template <class T>
+struct layernorm_grad_sums {
+  T g;
+  T gx;
+  LWCL_HD void add(T dy, T w, T x, T mean, T rstd) {
+    const T gi = dy * w;
+    g += gi;
+    gx += gi * (x - mean) * rstd;
+  }
+  LWCL_HD friend layernorm_grad_sums operator+(const layernorm_grad_sums& a, const layernorm_grad_sums& b) {
+    return {a.g + b.g, a.gx + b.gx};
+  }
+};
+
+// The dinp increment of one element: rstd * (g - mean(g) - xhat * mean(g * xhat)).
+template <class T>
+LWCL_HD_INLINE T layernorm_dx(T dy, T w, T x, T mean, T rstd, T g_mean, T gx_mean) {
+  const T xhat = (x - mean) * rstd;
+  return rstd * (dy * w - g_mean - xhat * gx_mean);
+}
+
 template <class T>
 struct layernorm_forward_row {
   T* out;
@@ -27,14 +82,13 @@ struct layernorm_forward_row {
   LWCL_HD void operator()(index_t row) const {
     const T* x = inp + row * C;
     T* y = out + row * C;
-    T m = 0;
-    for (index_t i = 0; i < C; ++i) m += x[i];
-    m /= static_cast<T>(C);
-    T v = 0;
-    for (index_t i = 0; i < C; ++i) v += (x[i] - m) * (x[i] - m);
-    v /= static_cast<T>(C);
-    const T s = T(1) / math::sqrt(v + eps);
-    for (index_t i = 0; i < C; ++i) y[i] = (x[i] - m) * s * weight[i] + (bias ? bias[i] : T(0));
+    T sum = 0;
+    for (index_t i = 0; i < C; ++i) sum += x[i];
+    const T m = layernorm_mean(sum, C);
+    T sq = 0;
+    for (index_t i = 0; i < C; ++i) sq += layernorm_sq_dev(x[i], m);
+    const T s = layernorm_rstd(sq, C, eps);
+    for (index_t i = 0; i < C; ++i) y[i] = layernorm_out(x[i], m, s, weight[i], bias ? bias[i] : T(0));
     mean[row] = m;
     rstd[row] = s;
   }
@@ -56,18 +110,10 @@ struct layernorm_backward_row {
     const T* dy = dout + row * C;
     T* dx = dinp + row * C;
     const T m = mean[row], s = rstd[row];
-    T g_mean = 0, gx_mean = 0;
-    for (index_t i = 0; i < C; ++i) {
-      const T g = dy[i] * weight[i];
-      g_mean += g;
-      gx_mean += g * (x[i] - m) * s;
-    }
-    g_mean /= static_cast<T>(C);
-    gx_mean /= static_cast<T>(C);
-    for (index_t i = 0; i < C; ++i) {
-      const T xhat = (x[i] - m) * s;
-      dx[i] += s * (dy[i] * weight[i] - g_mean - xhat * gx_mean);
-    }
+    layernorm_grad_sums<T> sums{0, 0};
+    for (index_t i = 0; i < C; ++i) sums.add(dy[i], weight[i], x[i], m, s);
+    const T g_mean = sums.g / static_cast<T>(C), gx_mean = sums.gx / static_cast<T>(C);
+    for (index_t i = 0; i < C; ++i) dx[i] += layernorm_dx(dy[i], weight[i], x[i], m, s, g_mean, gx_mean);
   }
 };
 
@@ -107,7 +153,8 @@ struct layernorm_backward_param {
 }  // namespace kernel
 
 // out = (inp - mean) * rstd * weight + bias over the last axis. inp, out: (..., C); weight, bias: (C);
-// mean, rstd: one value per row. bias may be an empty tensor.
+// mean, rstd: one value per row. bias may be an empty tensor. A backend with a member layernorm_forward
+// of the same arguments (backend::cuda: a fused block-per-row kernel) runs it instead of the row functor.
 template <class Backend>
 void layernorm_forward(Backend& be, const tensor& out, const tensor& mean, const tensor& rstd, const tensor& inp,
                        const tensor& weight, const tensor& bias, double eps = 1e-5) {
@@ -120,16 +167,21 @@ void layernorm_forward(Backend& be, const tensor& out, const tensor& mean, const
   expect_numel(op, "mean", mean, N);
   expect_numel(op, "rstd", rstd, N);
   expect_same_dtype(op, {{"inp", &inp}, {"out", &out}, {"weight", &weight}, {"bias", &bias}, {"mean", &mean}, {"rstd", &rstd}});
-  dispatch_float(op, inp.type, [&](auto t) {
-    using T = decltype(t);
-    be.for_each(N, kernel::layernorm_forward_row<T>{out.ptr<T>(), mean.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(),
-                                                    static_cast<const T*>(bias.data), C, static_cast<T>(eps)},
-                8 * C);
-  });
+  if constexpr (requires { be.layernorm_forward(out, mean, rstd, inp, weight, bias, eps); }) {
+    be.layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
+  } else {
+    dispatch_float(op, inp.type, [&](auto t) {
+      using T = decltype(t);
+      be.for_each(N, kernel::layernorm_forward_row<T>{out.ptr<T>(), mean.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(),
+                                                      static_cast<const T*>(bias.data), C, static_cast<T>(eps)},
+                  8 * C);
+    });
+  }
 }
 
 // Accumulates the gradients of layernorm_forward: dinp += ..., dweight += ..., dbias += ... (dbias may
-// be empty when the forward had no bias).
+// be empty when the forward had no bias). A backend member layernorm_backward of the same arguments
+// replaces the row functors, as in layernorm_forward.
 template <class Backend>
 void layernorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, const tensor& dbias, const tensor& dout,
                         const tensor& inp, const tensor& weight, const tensor& mean, const tensor& rstd) {
@@ -145,16 +197,20 @@ void layernorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, 
   expect_numel(op, "rstd", rstd, N);
   expect_same_dtype(op, {{"inp", &inp}, {"dout", &dout}, {"dinp", &dinp}, {"weight", &weight}, {"dweight", &dweight},
                          {"dbias", &dbias}, {"mean", &mean}, {"rstd", &rstd}});
-  dispatch_float(op, inp.type, [&](auto t) {
-    using T = decltype(t);
-    be.for_each(N, kernel::layernorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), mean.ptr<T>(),
-                                                     rstd.ptr<T>(), C},
-                8 * C);
-    be.for_each(column_chunks(C),
-                kernel::layernorm_backward_param<T>{dweight.ptr<T>(), static_cast<T*>(dbias.data), dout.ptr<T>(), inp.ptr<T>(),
-                                                    mean.ptr<T>(), rstd.ptr<T>(), N, C},
-                4 * column_chunk * N);
-  });
+  if constexpr (requires { be.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd); }) {
+    be.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+  } else {
+    dispatch_float(op, inp.type, [&](auto t) {
+      using T = decltype(t);
+      be.for_each(N, kernel::layernorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), mean.ptr<T>(),
+                                                       rstd.ptr<T>(), C},
+                  8 * C);
+      be.for_each(column_chunks(C),
+                  kernel::layernorm_backward_param<T>{dweight.ptr<T>(), static_cast<T*>(dbias.data), dout.ptr<T>(), inp.ptr<T>(),
+                                                      mean.ptr<T>(), rstd.ptr<T>(), N, C},
+                  4 * column_chunk * N);
+    });
+  }
 }
 
 }  // namespace lwcl::ops

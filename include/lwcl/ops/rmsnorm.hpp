@@ -11,6 +11,31 @@ namespace lwcl::ops {
 
 namespace kernel {
 
+// Per-row math shared by the row functors below and the fused CUDA kernels (backend/cuda/norms.cuh),
+// which form the row sums by block reduction instead of left to right.
+
+// rstd from the row's sum of squares.
+template <class T>
+LWCL_HD_INLINE T rmsnorm_rstd(T sum_sq, index_t C, T eps) {
+  const T ms = sum_sq / static_cast<T>(C);
+  return T(1) / math::sqrt(ms + eps);
+}
+template <class T>
+LWCL_HD_INLINE T rmsnorm_out(T x, T rstd, T weight) {
+  return x * rstd * weight;
+}
+// One term of the backward row sum, g * x with g = dout * weight.
+template <class T>
+LWCL_HD_INLINE T rmsnorm_grad_term(T dy, T w, T x) {
+  return dy * w * x;
+}
+// The dinp increment of one element: s * g - s^3 * x * mean(g * x), since d s / d x = -s^3 x / C.
+template <class T>
+LWCL_HD_INLINE T rmsnorm_dx(T dy, T w, T x, T rstd, T gx_mean) {
+  const T s3 = rstd * rstd * rstd;
+  return rstd * dy * w - s3 * x * gx_mean;
+}
+
 template <class T>
 struct rmsnorm_forward_row {
   T* out;
@@ -23,16 +48,14 @@ struct rmsnorm_forward_row {
   LWCL_HD void operator()(index_t row) const {
     const T* x = inp + row * C;
     T* y = out + row * C;
-    T ms = 0;
-    for (index_t i = 0; i < C; ++i) ms += x[i] * x[i];
-    ms /= static_cast<T>(C);
-    const T s = T(1) / math::sqrt(ms + eps);
-    for (index_t i = 0; i < C; ++i) y[i] = x[i] * s * weight[i];
+    T sq = 0;
+    for (index_t i = 0; i < C; ++i) sq += x[i] * x[i];
+    const T s = rmsnorm_rstd(sq, C, eps);
+    for (index_t i = 0; i < C; ++i) y[i] = rmsnorm_out(x[i], s, weight[i]);
     rstd[row] = s;
   }
 };
 
-// dinp for one row: s * g - s^3 * x * mean(g * x) with g = dout * weight, since d s / d x = -s^3 x / C.
 template <class T>
 struct rmsnorm_backward_row {
   T* dinp;
@@ -47,11 +70,10 @@ struct rmsnorm_backward_row {
     const T* dy = dout + row * C;
     T* dx = dinp + row * C;
     const T s = rstd[row];
-    T gx_mean = 0;
-    for (index_t i = 0; i < C; ++i) gx_mean += dy[i] * weight[i] * x[i];
-    gx_mean /= static_cast<T>(C);
-    const T s3 = s * s * s;
-    for (index_t i = 0; i < C; ++i) dx[i] += s * dy[i] * weight[i] - s3 * x[i] * gx_mean;
+    T gx = 0;
+    for (index_t i = 0; i < C; ++i) gx += rmsnorm_grad_term(dy[i], weight[i], x[i]);
+    const T gx_mean = gx / static_cast<T>(C);
+    for (index_t i = 0; i < C; ++i) dx[i] += rmsnorm_dx(dy[i], weight[i], x[i], s, gx_mean);
   }
 };
 
@@ -82,7 +104,9 @@ struct rmsnorm_backward_weight {
 }  // namespace kernel
 
 // out = inp * rstd * weight over the last axis with rstd = 1 / sqrt(mean(inp^2) + eps). inp, out: (..., C);
-// weight: (C); rstd: one value per row, saved for rmsnorm_backward. eps is the model's rms_norm_eps.
+// weight: (C); rstd: one value per row, saved for rmsnorm_backward. eps is the model's rms_norm_eps. A
+// backend with a member rmsnorm_forward of the same arguments (backend::cuda: a fused block-per-row
+// kernel) runs it instead of the row functor.
 template <class Backend>
 void rmsnorm_forward(Backend& be, const tensor& out, const tensor& rstd, const tensor& inp, const tensor& weight, double eps) {
   constexpr std::string_view op = "rmsnorm_forward";
@@ -93,14 +117,19 @@ void rmsnorm_forward(Backend& be, const tensor& out, const tensor& rstd, const t
   expect_numel(op, "rstd", rstd, N);
   expect_same_dtype(op, {{"inp", &inp}, {"out", &out}, {"weight", &weight}, {"rstd", &rstd}});
   check(eps >= 0, op, ": eps is ", eps, ", expected a value >= 0");
-  dispatch_float(op, inp.type, [&](auto t) {
-    using T = decltype(t);
-    be.for_each(N, kernel::rmsnorm_forward_row<T>{out.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), C, static_cast<T>(eps)},
-                5 * C);
-  });
+  if constexpr (requires { be.rmsnorm_forward(out, rstd, inp, weight, eps); }) {
+    be.rmsnorm_forward(out, rstd, inp, weight, eps);
+  } else {
+    dispatch_float(op, inp.type, [&](auto t) {
+      using T = decltype(t);
+      be.for_each(N, kernel::rmsnorm_forward_row<T>{out.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), C, static_cast<T>(eps)},
+                  5 * C);
+    });
+  }
 }
 
-// Accumulates the gradients of rmsnorm_forward: dinp += ..., dweight += ...; rstd is the forward's.
+// Accumulates the gradients of rmsnorm_forward: dinp += ..., dweight += ...; rstd is the forward's. A
+// backend member rmsnorm_backward of the same arguments replaces the row functors.
 template <class Backend>
 void rmsnorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, const tensor& dout, const tensor& inp,
                       const tensor& weight, const tensor& rstd) {
@@ -113,13 +142,17 @@ void rmsnorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, co
   expect_shape(op, "dweight", dweight, shape{C});
   expect_numel(op, "rstd", rstd, N);
   expect_same_dtype(op, {{"inp", &inp}, {"dout", &dout}, {"dinp", &dinp}, {"weight", &weight}, {"dweight", &dweight}, {"rstd", &rstd}});
-  dispatch_float(op, inp.type, [&](auto t) {
-    using T = decltype(t);
-    be.for_each(N, kernel::rmsnorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), rstd.ptr<T>(), C},
-                7 * C);
-    be.for_each(column_chunks(C), kernel::rmsnorm_backward_weight<T>{dweight.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), rstd.ptr<T>(), N, C},
-                3 * column_chunk * N);
-  });
+  if constexpr (requires { be.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd); }) {
+    be.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
+  } else {
+    dispatch_float(op, inp.type, [&](auto t) {
+      using T = decltype(t);
+      be.for_each(N, kernel::rmsnorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), rstd.ptr<T>(), C},
+                  7 * C);
+      be.for_each(column_chunks(C), kernel::rmsnorm_backward_weight<T>{dweight.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), rstd.ptr<T>(), N, C},
+                  3 * column_chunk * N);
+    });
+  }
 }
 
 }  // namespace lwcl::ops

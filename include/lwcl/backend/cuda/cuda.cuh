@@ -194,6 +194,22 @@ class cuda {
   void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                                bool causal) const;
 
+  // ops::layernorm_* and ops::rmsnorm_* run these when given a cuda backend: fused kernels with one
+  // block per row (norms.cuh, included at the end of this file, defines them), taking the ops'
+  // arguments after the ops have checked them. Templates, so that only translation units that call
+  // them compile the kernels.
+  template <class Tensor>
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                         const Tensor& bias, double eps) const;
+  template <class Tensor>
+  void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                          const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) const;
+  template <class Tensor>
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, double eps) const;
+  template <class Tensor>
+  void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                        const Tensor& weight, const Tensor& rstd) const;
+
   // Sum of n elements, accumulated in double. Waits for the result.
   template <class T>
   double sum(const T* x, index_t n) const {
@@ -304,3 +320,5 @@ class cuda {
 
 // The definition of cuda::flash_attention_forward.
 #include "lwcl/backend/cuda/flash_attention.cuh"
+// The definitions of cuda::layernorm_forward, layernorm_backward, rmsnorm_forward, rmsnorm_backward.
+#include "lwcl/backend/cuda/norms.cuh"

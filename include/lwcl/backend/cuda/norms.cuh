@@ -1,0 +1,356 @@
+#pragma once
+// The fused CUDA kernels behind ops::layernorm_* and ops::rmsnorm_* on backend::cuda (included by
+// cuda.cuh): one thread block per row, row sums by cub::BlockReduce, and the per-element math of the
+// host row functors (ops::kernel::layernorm_out, layernorm_dx, rmsnorm_dx, ...), so that only the
+// summation order differs from the host.
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cstddef>
+#include <cub/block/block_reduce.cuh>
+#include <string_view>
+#include <type_traits>
+
+#include "lwcl/backend/cuda/cuda.cuh"
+#include "lwcl/backend/cuda/device.cuh"
+#include "lwcl/backend/cuda/error.cuh"
+#include "lwcl/core/config.hpp"
+#include "lwcl/core/error.hpp"
+#include "lwcl/ops/common.hpp"
+#include "lwcl/ops/layernorm.hpp"
+#include "lwcl/ops/rmsnorm.hpp"
+#include "lwcl/tensor/tensor.hpp"
+
+namespace lwcl::backend {
+
+// How the fused layernorm forward forms its statistics. two_pass: the mean, then the squared
+// deviations from it (the host functor's formulas; the default). one_pass: sum and sum of squares in
+// one sweep and var = E[x^2] - E[x]^2, one reduction fewer but inexact when |mean| >> std; kept for
+// the benchmark.
+enum class norm_stats { two_pass, one_pass };
+
+namespace cuda_detail {
+
+// Each thread touches the elements tid, tid + Threads, ... of its row in every pass, and reads back
+// only what it cached itself, so the shared-memory row cache needs no barrier. Rows are cached when
+// they fit the default 48 KiB per block (forward: C <= 12288 in f32, 6144 in f64; backward caches x and
+// dout, half that); longer rows are read again from global memory, mostly from L2.
+inline constexpr std::size_t norm_cache_limit = 48 * 1024;
+
+// 128 threads up to C = 1024 (<= 8 elements each), 256 above.
+inline int norm_threads(index_t C) { return C <= 1024 ? 128 : 256; }
+
+struct norm_add {
+  template <class U>
+  LWCL_HD U operator()(const U& a, const U& b) const {
+    return a + b;
+  }
+};
+
+// Sum and sum of squares of a row, for the one-pass statistics.
+template <class T>
+struct norm_moments {
+  T sum;
+  T sum_sq;
+  LWCL_HD friend norm_moments operator+(const norm_moments& a, const norm_moments& b) {
+    return {a.sum + b.sum, a.sum_sq + b.sum_sq};
+  }
+};
+
+// The block's total of every thread's `part`, returned to every thread. The barrier after the read
+// lets the caller reuse `tmp` and `total` for the next reduction.
+template <int Threads, class U>
+__device__ U block_total(const U& part, typename cub::BlockReduce<U, Threads>::TempStorage& tmp, U& total) {
+  const U r = cub::BlockReduce<U, Threads>(tmp).Reduce(part, norm_add{});
+  if (threadIdx.x == 0) total = r;
+  __syncthreads();
+  const U out = total;
+  __syncthreads();
+  return out;
+}
+
+template <class T>
+struct layernorm_forward_args {
+  T* out;
+  T* mean;
+  T* rstd;
+  const T* inp;
+  const T* weight;
+  const T* bias;  // may be null
+  index_t C;
+  T eps;
+  bool cached;
+};
+
+template <class T, int Threads, norm_stats Stats>
+__global__ void __launch_bounds__(Threads) layernorm_forward_kernel(layernorm_forward_args<T> a) {
+  extern __shared__ __align__(16) unsigned char norm_smem[];
+  T* row_s = reinterpret_cast<T*>(norm_smem);
+  const index_t row = blockIdx.x, C = a.C;
+  const int tid = static_cast<int>(threadIdx.x);
+  const T* x = a.inp + row * C;
+  const T* src = a.cached ? row_s : x;
+  T m, s;
+  if constexpr (Stats == norm_stats::one_pass) {
+    __shared__ typename cub::BlockReduce<norm_moments<T>, Threads>::TempStorage tmp;
+    __shared__ norm_moments<T> total;
+    norm_moments<T> part{T(0), T(0)};
+    for (index_t i = tid; i < C; i += Threads) {
+      const T v = x[i];
+      if (a.cached) row_s[i] = v;
+      part.sum += v;
+      part.sum_sq += v * v;
+    }
+    const norm_moments<T> t = block_total<Threads>(part, tmp, total);
+    m = ops::kernel::layernorm_mean(t.sum, C);
+    s = ops::kernel::layernorm_rstd_one_pass(t.sum, t.sum_sq, C, a.eps);
+  } else {
+    __shared__ typename cub::BlockReduce<T, Threads>::TempStorage tmp;
+    __shared__ T total;
+    T part = 0;
+    for (index_t i = tid; i < C; i += Threads) {
+      const T v = x[i];
+      if (a.cached) row_s[i] = v;
+      part += v;
+    }
+    m = ops::kernel::layernorm_mean(block_total<Threads>(part, tmp, total), C);
+    part = 0;
+    for (index_t i = tid; i < C; i += Threads) part += ops::kernel::layernorm_sq_dev(src[i], m);
+    s = ops::kernel::layernorm_rstd(block_total<Threads>(part, tmp, total), C, a.eps);
+  }
+  T* y = a.out + row * C;
+  for (index_t i = tid; i < C; i += Threads)
+    y[i] = ops::kernel::layernorm_out(src[i], m, s, a.weight[i], a.bias ? a.bias[i] : T(0));
+  if (tid == 0) {
+    a.mean[row] = m;
+    a.rstd[row] = s;
+  }
+}
+
+template <class T>
+struct layernorm_backward_args {
+  T* dinp;
+  const T* dout;
+  const T* inp;
+  const T* weight;
+  const T* mean;
+  const T* rstd;
+  index_t C;
+  bool cached;
+};
+
+// dinp only; dweight and dbias are the host's per-channel functor (one writer per channel).
+template <class T, int Threads>
+__global__ void __launch_bounds__(Threads) layernorm_backward_kernel(layernorm_backward_args<T> a) {
+  extern __shared__ __align__(16) unsigned char norm_smem[];
+  using sums = ops::kernel::layernorm_grad_sums<T>;
+  __shared__ typename cub::BlockReduce<sums, Threads>::TempStorage tmp;
+  __shared__ sums total;
+  const index_t row = blockIdx.x, C = a.C;
+  const int tid = static_cast<int>(threadIdx.x);
+  T* x_s = reinterpret_cast<T*>(norm_smem);
+  T* dy_s = x_s + C;
+  const T* x = a.inp + row * C;
+  const T* dy = a.dout + row * C;
+  const T m = a.mean[row], s = a.rstd[row];
+  sums part{T(0), T(0)};
+  for (index_t i = tid; i < C; i += Threads) {
+    const T xv = x[i], dyv = dy[i];
+    if (a.cached) {
+      x_s[i] = xv;
+      dy_s[i] = dyv;
+    }
+    part.add(dyv, a.weight[i], xv, m, s);
+  }
+  const sums t = block_total<Threads>(part, tmp, total);
+  const T g_mean = t.g / static_cast<T>(C), gx_mean = t.gx / static_cast<T>(C);
+  const T* xr = a.cached ? x_s : x;
+  const T* dyr = a.cached ? dy_s : dy;
+  T* dx = a.dinp + row * C;
+  for (index_t i = tid; i < C; i += Threads) dx[i] += ops::kernel::layernorm_dx(dyr[i], a.weight[i], xr[i], m, s, g_mean, gx_mean);
+}
+
+template <class T>
+struct rmsnorm_forward_args {
+  T* out;
+  T* rstd;
+  const T* inp;
+  const T* weight;
+  index_t C;
+  T eps;
+  bool cached;
+};
+
+template <class T, int Threads>
+__global__ void __launch_bounds__(Threads) rmsnorm_forward_kernel(rmsnorm_forward_args<T> a) {
+  extern __shared__ __align__(16) unsigned char norm_smem[];
+  __shared__ typename cub::BlockReduce<T, Threads>::TempStorage tmp;
+  __shared__ T total;
+  T* row_s = reinterpret_cast<T*>(norm_smem);
+  const index_t row = blockIdx.x, C = a.C;
+  const int tid = static_cast<int>(threadIdx.x);
+  const T* x = a.inp + row * C;
+  T part = 0;
+  for (index_t i = tid; i < C; i += Threads) {
+    const T v = x[i];
+    if (a.cached) row_s[i] = v;
+    part += v * v;
+  }
+  const T s = ops::kernel::rmsnorm_rstd(block_total<Threads>(part, tmp, total), C, a.eps);
+  const T* src = a.cached ? row_s : x;
+  T* y = a.out + row * C;
+  for (index_t i = tid; i < C; i += Threads) y[i] = ops::kernel::rmsnorm_out(src[i], s, a.weight[i]);
+  if (tid == 0) a.rstd[row] = s;
+}
+
+template <class T>
+struct rmsnorm_backward_args {
+  T* dinp;
+  const T* dout;
+  const T* inp;
+  const T* weight;
+  const T* rstd;
+  index_t C;
+  bool cached;
+};
+
+template <class T, int Threads>
+__global__ void __launch_bounds__(Threads) rmsnorm_backward_kernel(rmsnorm_backward_args<T> a) {
+  extern __shared__ __align__(16) unsigned char norm_smem[];
+  __shared__ typename cub::BlockReduce<T, Threads>::TempStorage tmp;
+  __shared__ T total;
+  const index_t row = blockIdx.x, C = a.C;
+  const int tid = static_cast<int>(threadIdx.x);
+  T* x_s = reinterpret_cast<T*>(norm_smem);
+  T* dy_s = x_s + C;
+  const T* x = a.inp + row * C;
+  const T* dy = a.dout + row * C;
+  const T s = a.rstd[row];
+  T part = 0;
+  for (index_t i = tid; i < C; i += Threads) {
+    const T xv = x[i], dyv = dy[i];
+    if (a.cached) {
+      x_s[i] = xv;
+      dy_s[i] = dyv;
+    }
+    part += ops::kernel::rmsnorm_grad_term(dyv, a.weight[i], xv);
+  }
+  const T gx_mean = block_total<Threads>(part, tmp, total) / static_cast<T>(C);
+  const T* xr = a.cached ? x_s : x;
+  const T* dyr = a.cached ? dy_s : dy;
+  T* dx = a.dinp + row * C;
+  for (index_t i = tid; i < C; i += Threads) dx[i] += ops::kernel::rmsnorm_dx(dyr[i], a.weight[i], xr[i], s, gx_mean);
+}
+
+// Runs launch(threads, smem, cached) with threads = 128 or 256 (picked by C, as a std::integral_constant
+// for the kernel's template argument), caching `row_arrays` rows of C in shared memory when they fit.
+template <class T, class Launch>
+void launch_norm(const cuda& be, std::string_view op, index_t N, index_t C, int row_arrays, Launch launch) {
+  check(N <= INT_MAX, op, ": ", N, " rows exceed the grid limit");
+  const std::size_t bytes = static_cast<std::size_t>(row_arrays) * static_cast<std::size_t>(C) * sizeof(T);
+  const bool cached = bytes <= norm_cache_limit;
+  scoped_device on(be.device());
+  if (norm_threads(C) == 128)
+    launch(std::integral_constant<int, 128>{}, cached ? bytes : 0, cached);
+  else
+    launch(std::integral_constant<int, 256>{}, cached ? bytes : 0, cached);
+  LWCL_CUDA_CHECK_LAUNCH(op.data());
+}
+
+}  // namespace cuda_detail
+
+// The fused layernorm forward with either statistics; backend::cuda::layernorm_forward runs the
+// two-pass default. Arguments as ops::layernorm_forward has checked them (shapes, dtypes): a direct
+// caller (the benchmark) must pass the same. f32 and f64. A template, so that the kernels are compiled
+// only where it is called.
+template <norm_stats Stats = norm_stats::two_pass>
+void cuda_layernorm_forward(const cuda& be, const tensor& out, const tensor& mean, const tensor& rstd, const tensor& inp,
+                            const tensor& weight, const tensor& bias, double eps) {
+  constexpr std::string_view op = "cuda_layernorm_forward";
+  const index_t C = inp.shape.last(), N = ops::rows_of(inp);
+  if (N == 0) return;
+  ops::dispatch_float(op, inp.type, [&](auto t) {
+    using T = decltype(t);
+    const cuda_detail::layernorm_forward_args<T> a{out.ptr<T>(),    mean.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(),
+                                                   weight.ptr<T>(), static_cast<const T*>(bias.data), C, static_cast<T>(eps),
+                                                   false};
+    cuda_detail::launch_norm<T>(be, op, N, C, 1, [&](auto threads, std::size_t smem, bool cached) {
+      constexpr int Threads = decltype(threads)::value;
+      auto args = a;
+      args.cached = cached;
+      cuda_detail::layernorm_forward_kernel<T, Threads, Stats><<<static_cast<unsigned>(N), Threads, smem, be.stream()>>>(args);
+    });
+  });
+}
+
+template <class Tensor>
+void cuda::layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                             const Tensor& bias, double eps) const {
+  cuda_layernorm_forward(*this, out, mean, rstd, inp, weight, bias, eps);
+}
+
+// The fused dinp kernel, then dweight and dbias by ops::kernel::layernorm_backward_param through
+// for_each (one writer per channel, deterministic), as on the host.
+template <class Tensor>
+void cuda::layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                              const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) const {
+  constexpr std::string_view op = "cuda_layernorm_backward";
+  const index_t C = inp.shape.last(), N = ops::rows_of(inp);
+  if (N == 0) return;
+  ops::dispatch_float(op, inp.type, [&](auto t) {
+    using T = decltype(t);
+    cuda_detail::launch_norm<T>(*this, op, N, C, 2, [&](auto threads, std::size_t smem, bool cached) {
+      constexpr int Threads = decltype(threads)::value;
+      const cuda_detail::layernorm_backward_args<T> a{dinp.template ptr<T>(), dout.template ptr<T>(),   inp.template ptr<T>(),
+                                                      weight.template ptr<T>(), mean.template ptr<T>(), rstd.template ptr<T>(),
+                                                      C,                        cached};
+      cuda_detail::layernorm_backward_kernel<T, Threads><<<static_cast<unsigned>(N), Threads, smem, stream()>>>(a);
+    });
+    for_each(ops::column_chunks(C),
+             ops::kernel::layernorm_backward_param<T>{dweight.template ptr<T>(), static_cast<T*>(dbias.data),
+                                                      dout.template ptr<T>(), inp.template ptr<T>(), mean.template ptr<T>(),
+                                                      rstd.template ptr<T>(), N, C},
+             4 * ops::column_chunk * N);
+  });
+}
+
+template <class Tensor>
+void cuda::rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, double eps) const {
+  constexpr std::string_view op = "cuda_rmsnorm_forward";
+  const index_t C = inp.shape.last(), N = ops::rows_of(inp);
+  if (N == 0) return;
+  ops::dispatch_float(op, inp.type, [&](auto t) {
+    using T = decltype(t);
+    cuda_detail::launch_norm<T>(*this, op, N, C, 1, [&](auto threads, std::size_t smem, bool cached) {
+      constexpr int Threads = decltype(threads)::value;
+      const cuda_detail::rmsnorm_forward_args<T> a{out.template ptr<T>(), rstd.template ptr<T>(), inp.template ptr<T>(),
+                                                   weight.template ptr<T>(), C, static_cast<T>(eps), cached};
+      cuda_detail::rmsnorm_forward_kernel<T, Threads><<<static_cast<unsigned>(N), Threads, smem, stream()>>>(a);
+    });
+  });
+}
+
+// The fused dinp kernel, then dweight by ops::kernel::rmsnorm_backward_weight through for_each.
+template <class Tensor>
+void cuda::rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                            const Tensor& weight, const Tensor& rstd) const {
+  constexpr std::string_view op = "cuda_rmsnorm_backward";
+  const index_t C = inp.shape.last(), N = ops::rows_of(inp);
+  if (N == 0) return;
+  ops::dispatch_float(op, inp.type, [&](auto t) {
+    using T = decltype(t);
+    cuda_detail::launch_norm<T>(*this, op, N, C, 2, [&](auto threads, std::size_t smem, bool cached) {
+      constexpr int Threads = decltype(threads)::value;
+      const cuda_detail::rmsnorm_backward_args<T> a{dinp.template ptr<T>(), dout.template ptr<T>(), inp.template ptr<T>(),
+                                                    weight.template ptr<T>(), rstd.template ptr<T>(), C, cached};
+      cuda_detail::rmsnorm_backward_kernel<T, Threads><<<static_cast<unsigned>(N), Threads, smem, stream()>>>(a);
+    });
+    for_each(ops::column_chunks(C),
+             ops::kernel::rmsnorm_backward_weight<T>{dweight.template ptr<T>(), dout.template ptr<T>(), inp.template ptr<T>(),
+                                                     rstd.template ptr<T>(), N, C},
+             3 * ops::column_chunk * N);
+  });
+}
+
+}  // namespace lwcl::backend
