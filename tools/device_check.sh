@@ -6,7 +6,7 @@
 # recorded and the next one still runs.
 #   tools/device_check.sh [output folder]      (default: $OUT, else device_out)
 # Files written: summary.txt (what ran, pass/fail, key figures), test_cuda.txt, bench_cuda.json,
-# bench_cuda.txt, train_teacher_cuda.txt, build.txt.
+# bench_cuda.txt, bench_cuda_segment.json, bench_cuda_segment.txt, train_teacher_cuda.txt, build.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-device_out}}
@@ -49,7 +49,7 @@ build=build/device
 step configure 120 bash -c "cmake -S . -B $build -DLWCL_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_HOST_COMPILER=g++ -DCMAKE_CUDA_ARCHITECTURES=90 \
   > $out/build.txt 2>&1"
-step build 330 bash -c "cmake --build $build --target test_cuda bench_cuda train_teacher_cuda prepare_data -j$jobs \
+step build 330 bash -c "cmake --build $build --target test_cuda bench_cuda bench_cuda_segment train_teacher_cuda prepare_data -j$jobs \
   >> $out/build.txt 2>&1"
 
 # The cuda tests: every op and block family, forward and backward, against the host backend.
@@ -60,6 +60,13 @@ grep -E "test cases:|assertions:" "$out/test_cuda.txt" | tee -a "$summary"
 step bench_cuda 150 bash -c "$build/bench/bench_cuda --benchmark_min_time=0.05 --benchmark_out=$out/bench_cuda.json \
   --benchmark_out_format=json > $out/bench_cuda.txt 2>&1"
 grep -E "TFLOP|GB/s" "$out/bench_cuda.txt" | head -20 | tee -a "$summary"
+
+# The trainer's figures: segment-step MFU (LLaMA-7B-shaped 2-layer segment) against the bf16 peak and
+# against cuBLAS on the same GEMMs, the cost of copying the next step's features on the copy stream,
+# the pinned copy rate against a plain cudaMemcpyAsync, and layer-wise vs end-to-end KD peak memory.
+step bench_cuda_segment 200 bash -c "$build/bench/bench_cuda_segment --benchmark_out=$out/bench_cuda_segment.json \
+  --benchmark_out_format=json > $out/bench_cuda_segment.txt 2>&1"
+grep -E "cuda_segment_step|cuda_pinned_upload|cuda_peak_memory" "$out/bench_cuda_segment.txt" | tee -a "$summary"
 
 # A short teacher training on the GPU: the loss must fall.
 work=$(mktemp -d)
