@@ -1,11 +1,13 @@
 // backend::cuda timed on the GPU: cuBLAS GEMMs on the transformer shapes of bench_gemm (f32 and f64),
 // the layernorm and rmsnorm ops (fused block-per-row kernels; layernorm forward also with one-pass
-// statistics and as the generic row functor), and attention: the tiled flash kernel at two tile shapes against the
+// statistics and as the generic row functor), cross-entropy's loss-and-gradient pass (fused kernel
+// against the row functor), and attention: the tiled flash kernel at two tile shapes against the
 // materialised op (cuBLAS over stored probabilities), forward and backward. Each iteration is timed with CUDA events on the backend's compute
 // stream and reported as manual time, so host launch overhead and queueing do not count.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -14,6 +16,7 @@
 #include "lwcl/core/rng.hpp"
 #include "lwcl/backend/cuda/flash_attention.cuh"
 #include "lwcl/ops/attention.hpp"
+#include "lwcl/ops/cross_entropy.hpp"
 #include "lwcl/ops/flash_attention.hpp"
 #include "lwcl/ops/layernorm.hpp"
 #include "lwcl/ops/rmsnorm.hpp"
@@ -230,6 +233,59 @@ void norm_shapes(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
+// ---- cross-entropy --------------------------------------------------------------------------------
+// The loss-and-gradient pass of ops::cross_entropy over a batch of token rows: the fused block-per-row
+// kernel against the row functor through for_each (one thread per row, the path before the fused
+// kernel). The op's count and mean (two device sums that wait for the host) are left out. GB/s over
+// compulsory traffic: logits read once, dlogits read and written, targets and row losses; the fused
+// kernel reads each row of logits twice, the second time mostly from L2.
+
+enum class cross_entropy_path { fused, row_functor };
+
+// Targets drawn uniformly from [0, V), every 16th row ignored.
+struct fill_targets {
+  std::int32_t* p;
+  philox_stream s;
+  index_t V;
+  LWCL_HD void operator()(index_t i) const {
+    p[i] = i % 16 == 15 ? -1 : static_cast<std::int32_t>(s.bits(static_cast<std::uint64_t>(i)) % static_cast<std::uint32_t>(V));
+  }
+};
+
+template <class T, cross_entropy_path Path>
+void cuda_cross_entropy(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const index_t N = state.range(0), V = state.range(1);
+  auto x = random_tensor<T>(*be, {N, V}, 21, 3.0);
+  owned_tensor<backend::cuda> dl(*be, dtype_of_v<T>, {N, V}), loss(*be, dtype_of_v<T>, {N}), targets(*be, dtype::i32, {N});
+  be->for_each(N, fill_targets{targets.template ptr<std::int32_t>(), philox_stream{22, 0}, V});
+  const double scale = 1.0 / static_cast<double>(N);
+  event_pair ev;
+  ev.time(state, *be, [&] {
+    if constexpr (Path == cross_entropy_path::fused)
+      backend::cuda_cross_entropy_rows(*be, dl, loss, x, targets, scale);
+    else
+      be->for_each(N,
+                   ops::kernel::cross_entropy_row<T>{dl.template ptr<T>(), loss.template ptr<T>(), x.template ptr<T>(),
+                                                     targets.template ptr<std::int32_t>(), V, static_cast<T>(scale)},
+                   8 * V);
+  });
+  report_bytes(state, 3.0 * static_cast<double>(N) * static_cast<double>(V) * sizeof(T) +
+                          static_cast<double>(N) * (sizeof(std::int32_t) + sizeof(T)));
+}
+
+// A batch of 8192 tokens at a LLaMA vocabulary and at GPT-2's.
+void cross_entropy_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "V"});
+  b->Args({8192, 32000});
+  b->Args({8192, 50257});
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
 // ---- attention ------------------------------------------------------------------------------------
 // Flops are counted as the materialised op's GEMMs, 2 T^2 D each per (batch, head): two forward
 // (q k^T, P v), four backward (dv, dP, dq, dk); halved under the causal mask, the work a kernel that
@@ -344,6 +400,8 @@ BENCHMARK_TEMPLATE(cuda_layernorm_forward_path, float, layernorm_path::one_pass)
 BENCHMARK_TEMPLATE(cuda_layernorm_forward_path, float, layernorm_path::row_functor)->Apply(norm_shapes);
 BENCHMARK_TEMPLATE(cuda_rmsnorm_forward, float)->Apply(norm_shapes);
 BENCHMARK_TEMPLATE(cuda_rmsnorm_backward, float)->Apply(norm_shapes);
+BENCHMARK_TEMPLATE(cuda_cross_entropy, float, cross_entropy_path::fused)->Apply(cross_entropy_shapes);
+BENCHMARK_TEMPLATE(cuda_cross_entropy, float, cross_entropy_path::row_functor)->Apply(cross_entropy_shapes);
 // Two tile shapes: 64 query rows (2 warps) by 32 keys, and 128 rows (4 warps) by 32 keys, which halves
 // the K/V tile loads per query row at twice the shared memory per block.
 BENCHMARK_TEMPLATE(cuda_flash_attention_forward, 64, 32)->Apply(attention_shapes);

@@ -642,6 +642,45 @@ TEST_CASE("cuda: cross_entropy loss and gradient match the host backend, ignored
   });
 }
 
+// The fused kernel of cross_entropy.cuh against the host row functor at a GPT-2 vocabulary (V = 50257,
+// odd, so no row is aligned) and a short one (V = 1000, fewer than 4 logits per thread), N = 64 rows
+// with some ignored. The host sums each row left to right after finding its maximum; the kernel merges
+// (max, normaliser) pairs across the block, so only the summation order differs: f32 within fwd_tol /
+// bwd_tol, f64 within f64_tol. The gradient is scaled to order 1 so that it, not the non-zero starting
+// dlogits, dominates the comparison; the loss-only call is compared too.
+TEST_CASE_TEMPLATE("cuda: fused cross_entropy matches the host op at V = 50257 and 1000", T, float, double) {
+  const double ftol = std::is_same_v<T, float> ? fwd_tol : f64_tol, btol = std::is_same_v<T, float> ? bwd_tol : f64_tol;
+  const index_t N = 64;
+  for (const index_t V : {index_t{50257}, index_t{1000}}) {
+    INFO("V = ", V);
+    auto logits = random_vec<T>(N * V, 251);
+    for (T& v : logits) v *= T(3);
+    auto dlogits0 = random_vec<T>(N * V, 252);
+    for (T& v : dlogits0) v *= T(0.01);
+    std::vector<std::int32_t> targets(static_cast<std::size_t>(N));
+    const philox_stream pick{253, 3};
+    for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int32_t>(pick.bits(i) % V);
+    targets[0] = targets[9] = targets[31] = targets[63] = -1;
+    targets[5] = static_cast<std::int32_t>(V - 1);  // the last logit of a row, the tail of the strided loops
+    targets[6] = 0;
+    host_vs_device([&](auto& be) {
+      arena a(be);
+      const tensor tl = a.upload(logits, {N, V}), tt = a.upload(targets, {N});
+      const tensor row_loss = a.template zeros<T>({N}), dl = a.upload(dlogits0, {N, V});
+      const double loss = ops::cross_entropy(be, dl, row_loss, tl, tt, static_cast<double>(N));
+      const tensor row_loss2 = a.template zeros<T>({N});
+      const double loss_only = ops::cross_entropy(be, tensor(), row_loss2, tl, tt);
+      results r;
+      r.add_scalar("loss", loss, ftol);
+      r.add_scalar("loss without gradient", loss_only, ftol);
+      r.add("row_loss", a.get(row_loss), ftol);
+      r.add("row_loss without gradient", a.get(row_loss2), ftol);
+      r.add("dlogits", a.get(dl), btol);
+      return r;
+    });
+  }
+}
+
 TEST_CASE("cuda: distillation losses (mse, nmse, cosine, logit KL) match the host backend") {
   const index_t rows = 37, C = 160;
   const shape s{rows, C};

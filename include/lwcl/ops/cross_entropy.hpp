@@ -14,6 +14,61 @@ namespace lwcl::ops {
 
 namespace kernel {
 
+// Per-row math shared by the row functor below and the fused CUDA kernel (backend/cuda/cross_entropy.cuh).
+// The functor finds the row maximum, then sums exp(x - max) left to right; the kernel gathers the same
+// (max, sum) pair in one read of the row, merging partial pairs by block reduction, so only the
+// summation order differs between the backends.
+
+// One term of the normaliser: exp(x - m) for the row maximum m (no overflow, the largest term is 1).
+template <class T>
+LWCL_HD_INLINE T cross_entropy_term(T x, T m) {
+  return math::exp(x - m);
+}
+// log(sum exp(x)) from the row maximum m and the normaliser z = sum exp(x - m).
+template <class T>
+LWCL_HD_INLINE T cross_entropy_lse(T m, T z) {
+  return m + math::log(z);
+}
+// The row's loss -log softmax(x)[target] = logsumexp(x) - x[target].
+template <class T>
+LWCL_HD_INLINE T cross_entropy_loss(T lse, T x_target) {
+  return lse - x_target;
+}
+// The dlogits increment of one element: scale * (softmax(x) - onehot(target)). The probability is
+// formed here from the log-sum-exp and never stored.
+template <class T>
+LWCL_HD_INLINE T cross_entropy_dx(T x, T lse, T scale, bool is_target) {
+  return scale * (math::exp(x - lse) - (is_target ? T(1) : T(0)));
+}
+
+// A running row maximum m and normaliser z = sum exp(x - m) over the elements seen so far, updated one
+// element at a time (one exp each: the normaliser is rescaled when the maximum moves) and merged with
+// operator+, so that a block of threads can gather them in a single read of the row. Start from
+// {-inf, 0}. Elements of -inf (masked logits) add nothing; a pair with z == 0 has seen only such
+// elements and is dropped when merged, so the -inf - -inf of two empty pairs never forms a NaN.
+template <class T>
+struct cross_entropy_stats {
+  T m;
+  T z;
+  LWCL_HD void add(T x) {
+    if (x > m) {
+      z = z * cross_entropy_term(m, x) + T(1);
+      m = x;
+    } else if (x > -static_cast<T>(INFINITY)) {
+      z += cross_entropy_term(x, m);
+    } else if (x != x) {
+      z = x;  // a NaN logit makes the row's loss NaN, as in the functor
+    }
+  }
+  LWCL_HD friend cross_entropy_stats operator+(const cross_entropy_stats& a, const cross_entropy_stats& b) {
+    if (b.z == T(0)) return a;
+    if (a.z == T(0)) return b;
+    const cross_entropy_stats& hi = a.m >= b.m ? a : b;
+    const cross_entropy_stats& lo = a.m >= b.m ? b : a;
+    return {hi.m, hi.z + lo.z * cross_entropy_term(lo.m, hi.m)};
+  }
+};
+
 // 1 for a counted row, 0 for an ignored one; summed by the backend to give the mean's denominator.
 template <class T>
 struct cross_entropy_count_row {
@@ -48,12 +103,12 @@ struct cross_entropy_row {
     T m = x[0];
     for (index_t i = 1; i < V; ++i) m = math::max(m, x[i]);
     T z = 0;
-    for (index_t i = 0; i < V; ++i) z += math::exp(x[i] - m);
-    const T lse = m + math::log(z);
-    row_loss[row] = lse - x[target];
+    for (index_t i = 0; i < V; ++i) z += cross_entropy_term(x[i], m);
+    const T lse = cross_entropy_lse(m, z);
+    row_loss[row] = cross_entropy_loss(lse, x[target]);
     if (!dlogits) return;
     T* g = dlogits + row * V;
-    for (index_t i = 0; i < V; ++i) g[i] += scale * (math::exp(x[i] - lse) - (i == target ? T(1) : T(0)));
+    for (index_t i = 0; i < V; ++i) g[i] += cross_entropy_dx(x[i], lse, scale, i == target);
   }
 };
 
@@ -63,6 +118,9 @@ struct cross_entropy_row {
 // dlogits is non-empty, accumulates grad_scale * d(mean loss)/d(logits) = grad_scale * (softmax - onehot)
 // / count into it. logits, dlogits: (..., V); targets: i32 with one id per row (a target >= V is an
 // error); row_loss: one element per row in the logits' dtype, left holding each row's loss (0 if ignored).
+//
+// A backend with a member cross_entropy_rows(dlogits, row_loss, logits, targets, scale) (backend::cuda:
+// a fused block-per-row kernel) runs it in place of the row functor for the loss-and-gradient pass.
 //
 // The count of counted rows is needed before the gradient can be scaled. It is found the same way on
 // every backend: a first pass writes 1 or 0 per row into row_loss and the backend sums it; the fused
@@ -86,6 +144,9 @@ double cross_entropy(Backend& be, const tensor& dlogits, const tensor& row_loss,
       check(ids[r] < V, op, ": target ", ids[r], " at row ", r, " is outside the vocabulary [0, ", V,
             ") (negative targets are ignored)");
   }
+  // Tested here rather than inside the dtype lambda below, where nvcc's front end does not discard the
+  // call for a backend without the member.
+  constexpr bool fused_rows = requires { be.cross_entropy_rows(dlogits, row_loss, logits, targets, grad_scale); };
   return dispatch_float(op, logits.type, [&](auto t) -> double {
     using T = decltype(t);
     T* losses = row_loss.ptr<T>();
@@ -93,8 +154,11 @@ double cross_entropy(Backend& be, const tensor& dlogits, const tensor& row_loss,
     be.for_each(N, kernel::cross_entropy_count_row<T>{losses, ids});
     const double count = be.sum(losses, N);
     const double scale = count > 0 ? grad_scale / count : 0.0;
-    be.for_each(N, kernel::cross_entropy_row<T>{static_cast<T*>(dlogits.data), losses, logits.ptr<T>(), ids, V, static_cast<T>(scale)},
-                (dlogits.data ? 8 : 4) * V);
+    if constexpr (fused_rows)
+      be.cross_entropy_rows(dlogits, row_loss, logits, targets, scale);
+    else
+      be.for_each(N, kernel::cross_entropy_row<T>{static_cast<T*>(dlogits.data), losses, logits.ptr<T>(), ids, V, static_cast<T>(scale)},
+                  (dlogits.data ? 8 : 4) * V);
     return count > 0 ? be.sum(losses, N) / count : 0.0;
   });
 }

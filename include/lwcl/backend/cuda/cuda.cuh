@@ -210,6 +210,14 @@ class cuda {
   void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
                         const Tensor& weight, const Tensor& rstd) const;
 
+  // ops::cross_entropy runs this when given a cuda backend, in place of its row functor: a fused kernel
+  // with one block per row (cross_entropy.cuh, included at the end of this file, defines it) writing
+  // each row's loss and adding scale * (softmax - onehot) to dlogits (when non-empty). The op keeps
+  // the argument checks, the count of counted rows and the mean. A template, as above.
+  template <class Tensor>
+  void cross_entropy_rows(const Tensor& dlogits, const Tensor& row_loss, const Tensor& logits, const Tensor& targets,
+                          double scale) const;
+
   // Sum of n elements, accumulated in double. Waits for the result.
   template <class T>
   double sum(const T* x, index_t n) const {
@@ -322,3 +330,5 @@ class cuda {
 #include "lwcl/backend/cuda/flash_attention.cuh"
 // The definitions of cuda::layernorm_forward, layernorm_backward, rmsnorm_forward, rmsnorm_backward.
 #include "lwcl/backend/cuda/norms.cuh"
+// The definition of cuda::cross_entropy_rows.
+#include "lwcl/backend/cuda/cross_entropy.cuh"
