@@ -2,8 +2,9 @@
 // the layernorm and rmsnorm ops (fused block-per-row kernels; layernorm forward also with one-pass
 // statistics and as the generic row functor), cross-entropy's loss-and-gradient pass (fused kernel
 // against the row functor), and attention: the tiled flash kernel at two tile shapes against the
-// materialised op (cuBLAS over stored probabilities), forward and backward. Each iteration is timed with CUDA events on the backend's compute
-// stream and reported as manual time, so host launch overhead and queueing do not count.
+// materialised op (cuBLAS over stored probabilities), forward and backward. Each iteration is timed
+// with CUDA events on the backend's compute stream and reported as manual time, so host launch
+// overhead and queueing do not count.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "cuda_bench.cuh"
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/backend/cuda/flash_attention.cuh"
@@ -23,72 +25,9 @@
 #include "lwcl/tensor/tensor.hpp"
 
 using namespace lwcl;
+using namespace lwcl::bench;
 
 namespace {
-
-// The process's one GPU backend; null on a machine without a CUDA device.
-backend::cuda* gpu() {
-  static const std::unique_ptr<backend::cuda> be =
-      backend::cuda_device_count() > 0 ? std::make_unique<backend::cuda>() : nullptr;
-  return be.get();
-}
-
-// Fills a device array with N(0, scale^2) draws, generated on the device.
-template <class T>
-struct fill_normal {
-  T* p;
-  philox_stream s;
-  T scale;
-  LWCL_HD void operator()(index_t i) const { p[i] = scale * static_cast<T>(s.normal(static_cast<std::uint64_t>(i))); }
-};
-
-template <class T>
-owned_tensor<backend::cuda> random_tensor(backend::cuda& be, shape s, std::uint64_t seed, double scale = 1.0) {
-  owned_tensor<backend::cuda> t(be, dtype_of_v<T>, s);
-  be.for_each(t.numel(), fill_normal<T>{t.template ptr<T>(), philox_stream{seed, 0}, static_cast<T>(scale)});
-  return t;
-}
-
-class event_pair {
- public:
-  event_pair() {
-    LWCL_CUDA_CHECK(cudaEventCreate(&start_));
-    LWCL_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~event_pair() {
-    LWCL_CUDA_REPORT(cudaEventDestroy(start_));
-    LWCL_CUDA_REPORT(cudaEventDestroy(stop_));
-  }
-  event_pair(const event_pair&) = delete;
-  event_pair& operator=(const event_pair&) = delete;
-
-  // Runs work() once untimed, then once per benchmark iteration between two events on `stream`.
-  template <class Work>
-  void time(benchmark::State& state, backend::cuda& be, Work&& work) {
-    work();
-    be.synchronize();
-    for (auto _ : state) {
-      LWCL_CUDA_CHECK(cudaEventRecord(start_, be.stream()));
-      work();
-      LWCL_CUDA_CHECK(cudaEventRecord(stop_, be.stream()));
-      LWCL_CUDA_CHECK(cudaEventSynchronize(stop_));
-      float ms = 0;
-      LWCL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-      state.SetIterationTime(static_cast<double>(ms) * 1e-3);
-    }
-  }
-
- private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
-
-// Rate counters, printed as "GFLOP=<value>/s" and "GB=<value>/s".
-void report_flops(benchmark::State& state, double flops) {
-  state.counters["GFLOP"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-}
-void report_bytes(benchmark::State& state, double bytes) {
-  state.counters["GB"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-}
 
 // out[M,N] = inp[M,K] @ weight[N,K]^T, linear_forward's GEMM.
 template <class T>
