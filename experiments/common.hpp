@@ -131,7 +131,7 @@ std::unique_ptr<net_t> prune_model(net_t& teacher, const data::shard& train, Cri
   const auto scores = policies::score_groups(criterion, prune::make_scoring_input(teacher, stats));
   prune::allocation alloc;
   alloc.ratio = ratio;
-  return prune::apply_plan(teacher, prune::allocate(teacher.config(), scores, alloc));
+  return prune::apply_plan(teacher, prune::allocate(teacher.backend(), teacher.config(), scores, alloc));
 }
 
 inline std::vector<std::int32_t> validation_ids(const std::string& data, std::size_t tokens = 32769) {

@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
             a.ratio = step / 200.0;
             prune::prune_plan trial;
             try {
-              trial = prune::allocate(cfg, scores, a);
+              trial = prune::allocate(be, cfg, scores, a);
             } catch (const lwcl::error&) {
               break;  // higher ratios empty a layer
             }
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
           summary["target_parameter_fraction"] = param_ratio;
           std::printf("prune: group ratio %.3f removes the parameter fraction closest to %.3f\n", best, param_ratio);
         }
-        const auto plan = prune::allocate(cfg, scores, a);
+        const auto plan = prune::allocate(be, cfg, scores, a);
         for (index_t l = 0; l < cfg.n_layers(); ++l)
           if (!plan.layers[static_cast<std::size_t>(l)].removed) kept.push_back(l);
         if (criterion == "flap" && !no_compensation) {

@@ -6,7 +6,8 @@
 # recorded and the next one still runs.
 #   tools/device_check.sh [output folder]      (default: $OUT, else device_out)
 # Files written: summary.txt (what ran, pass/fail, key figures), test_cuda.txt, bench_cuda.json,
-# bench_cuda.txt, bench_cuda_segment.json, bench_cuda_segment.txt, train_teacher_cuda.txt, build.txt.
+# bench_cuda.txt, bench_cuda_blaslt.json, bench_cuda_blaslt.txt, bench_cuda_segment.json,
+# bench_cuda_segment.txt, train_teacher_cuda.txt, build.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-device_out}}
@@ -49,7 +50,7 @@ build=build/device
 step configure 120 bash -c "cmake -S . -B $build -DLWCL_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_HOST_COMPILER=g++ -DCMAKE_CUDA_ARCHITECTURES=90 \
   > $out/build.txt 2>&1"
-step build 330 bash -c "cmake --build $build --target test_cuda bench_cuda bench_cuda_segment train_teacher_cuda prepare_data -j$jobs \
+step build 330 bash -c "cmake --build $build --target test_cuda bench_cuda bench_cuda_segment bench_cuda_blaslt train_teacher_cuda prepare_data -j$jobs \
   >> $out/build.txt 2>&1"
 
 # The cuda tests: every op and block family, forward and backward, against the host backend.
@@ -61,7 +62,13 @@ step bench_cuda 150 bash -c "$build/bench/bench_cuda --benchmark_min_time=0.05 -
   --benchmark_out_format=json > $out/bench_cuda.txt 2>&1"
 grep -E "TFLOP|GB/s" "$out/bench_cuda.txt" | head -20 | tee -a "$summary"
 
-# The trainer's figures: segment-step MFU (LLaMA-7B-shaped 2-layer segment) against the bf16 peak and
+# cuBLASLt GEMMs with the bias + GELU epilogue against a GEMM followed by a separate bias + GELU kernel.
+step bench_cuda_blaslt 90 bash -c "$build/bench/bench_cuda_blaslt --benchmark_min_time=0.05 \
+  --benchmark_out=$out/bench_cuda_blaslt.json --benchmark_out_format=json > $out/bench_cuda_blaslt.txt 2>&1"
+grep -E "TFLOP" "$out/bench_cuda_blaslt.txt" | head -12 | tee -a "$summary"
+
+# The trainer's figures: segment-step MFU (LLaMA-7B-shaped 2-layer segment, bf16 mixed precision and
+# f32) against the bf16 peak and
 # against cuBLAS on the same GEMMs, the cost of copying the next step's features on the copy stream,
 # the pinned copy rate against a plain cudaMemcpyAsync, and layer-wise vs end-to-end KD peak memory.
 step bench_cuda_segment 200 bash -c "$build/bench/bench_cuda_segment --benchmark_out=$out/bench_cuda_segment.json \

@@ -2,7 +2,8 @@
 // the layernorm and rmsnorm ops (fused block-per-row kernels; layernorm forward also with one-pass
 // statistics and as the generic row functor), cross-entropy's loss-and-gradient pass (fused kernel
 // against the row functor), and attention: the tiled flash kernel at two tile shapes against the
-// materialised op (cuBLAS over stored probabilities), forward and backward. Each iteration is timed
+// materialised op (cuBLAS over stored probabilities), forward, and backward with the tiled flash kernels
+// against the flash row functors and the materialised op. Each iteration is timed
 // with CUDA events on the backend's compute stream and reported as manual time, so host launch
 // overhead and queueing do not count.
 #include <benchmark/benchmark.h>
@@ -226,10 +227,12 @@ void cross_entropy_shapes(benchmark::internal::Benchmark* b) {
 }
 
 // ---- attention ------------------------------------------------------------------------------------
-// Flops are counted as the materialised op's GEMMs, 2 T^2 D each per (batch, head): two forward
-// (q k^T, P v), four backward (dv, dP, dq, dk); halved under the causal mask, the work a kernel that
-// skips masked tiles can save. Flash and materialised runs are counted alike, so the TFLOP/s ratio is
-// the speed ratio. The flash backward is the generic row functors through for_each.
+// Flops are counted in GEMMs of 2 T^2 D each per (batch, head): two forward (q k^T, P v) and five
+// backward (the recomputed q k^T, then dP, dv, dq, dk), 2.5 times the forward, as flash attention
+// is usually counted; halved under the causal mask, the work a kernel that skips masked tiles can save.
+// Every backward run is counted alike (the materialised op, which reuses stored probabilities, too), so
+// within a direction the TFLOP/s ratio is the speed ratio. The flash backward runs as the tiled kernels
+// and as the generic row functors through for_each.
 
 struct attention_shape {
   index_t B, T, H, KVH, D;
@@ -280,6 +283,9 @@ void cuda_materialised_attention_forward(benchmark::State& state) {
   report_tflops(state, a.flops(2));
 }
 
+enum class flash_backward_path { tiled, row_functors };
+
+template <flash_backward_path Path>
 void cuda_flash_attention_backward(benchmark::State& state) {
   backend::cuda* be = gpu();
   if (!be) {
@@ -293,9 +299,15 @@ void cuda_flash_attention_backward(benchmark::State& state) {
   owned_tensor<backend::cuda> out(*be, dtype::f32, a.q()), lse(*be, dtype::f32, ls), delta(*be, dtype::f32, ls);
   owned_tensor<backend::cuda> dq(*be, dtype::f32, a.q()), dk(*be, dtype::f32, a.kv()), dv(*be, dtype::f32, a.kv());
   ops::flash_attention_forward(*be, out, lse, q, k, v, a.causal);
+  const ops::kernel::flash_dims d{a.B, a.T, a.H, a.KVH, a.D};
   event_pair ev;
-  ev.time(state, *be, [&] { ops::flash_attention_backward(*be, dq, dk, dv, delta, dout, q, k, v, out, lse, a.causal); });
-  report_tflops(state, a.flops(4));
+  ev.time(state, *be, [&] {
+    if constexpr (Path == flash_backward_path::tiled)
+      backend::cuda_flash_attention_backward(*be, dq, dk, dv, delta, dout, q, k, v, out, lse, a.causal);
+    else
+      ops::flash_detail::backward_rows<float>(*be, dq, dk, dv, delta, dout, q, k, v, out, lse, d, a.causal);
+  });
+  report_tflops(state, a.flops(5));
 }
 
 void cuda_materialised_attention_backward(benchmark::State& state) {
@@ -313,7 +325,7 @@ void cuda_materialised_attention_backward(benchmark::State& state) {
   ops::attention_forward(*be, out, probs, q, k, v, a.causal);
   event_pair ev;
   ev.time(state, *be, [&] { ops::attention_backward(*be, dq, dk, dv, dprobs, dout, q, k, v, probs, a.causal); });
-  report_tflops(state, a.flops(4));
+  report_tflops(state, a.flops(5));
 }
 
 // GQA with 16 query heads over 4 kv heads; the materialised runs hold B * H * T^2 floats of
@@ -346,7 +358,8 @@ BENCHMARK_TEMPLATE(cuda_cross_entropy, float, cross_entropy_path::row_functor)->
 BENCHMARK_TEMPLATE(cuda_flash_attention_forward, 64, 32)->Apply(attention_shapes);
 BENCHMARK_TEMPLATE(cuda_flash_attention_forward, 128, 32)->Apply(attention_shapes);
 BENCHMARK(cuda_materialised_attention_forward)->Apply(attention_shapes);
-BENCHMARK(cuda_flash_attention_backward)->Apply(attention_shapes);
+BENCHMARK_TEMPLATE(cuda_flash_attention_backward, flash_backward_path::tiled)->Apply(attention_shapes);
+BENCHMARK_TEMPLATE(cuda_flash_attention_backward, flash_backward_path::row_functors)->Apply(attention_shapes);
 BENCHMARK(cuda_materialised_attention_backward)->Apply(attention_shapes);
 
 int main(int argc, char** argv) {

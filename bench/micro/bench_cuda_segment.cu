@@ -1,6 +1,7 @@
 // The layer-wise trainer's GPU figures: a segment step (student forward, backward and AdamW on cached
-// teacher features) of a LLaMA-7B-shaped 2-layer segment, as model FLOP utilisation against the bf16
-// dense peak and against cuBLAS running the same GEMMs in the same process; the same step with the next
+// teacher features) of a LLaMA-7B-shaped 2-layer segment, in bf16 mixed precision and in f32, as model
+// FLOP utilisation against the bf16 dense peak and against cuBLAS running the same GEMMs in the same
+// process; the same step with the next
 // step's features copied from pinned memory on the copy stream (the pipeline's upload_ahead), as the
 // fraction it adds; the host-to-device copy rate of that path against a plain cudaMemcpyAsync; and the
 // peak GPU memory of one segment against end-to-end KD of the same model.
@@ -85,7 +86,9 @@ segment_flops flops_of(const model::model_config& c, index_t layers, index_t B, 
   return f;
 }
 
-// Seconds per call of every linear GEMM of one segment step, run by cuBLAS through the backend.
+// Seconds per call of every linear GEMM of one segment step, run by cuBLAS through the backend in the
+// element type E (float: cublasSgemm; bf16: cublasGemmEx with f32 accumulation).
+template <class E>
 double cublas_linear_seconds(backend::cuda& be, const model::model_config& c, index_t layers, index_t n) {
   const auto& l = c.layers[0];
   const index_t C = c.d_model, D = c.head_dim;
@@ -101,11 +104,12 @@ double cublas_linear_seconds(backend::cuda& be, const model::model_config& c, in
   }
   index_t most = 0;
   for (const auto& s : g) most = std::max({most, s[0] * s[2], s[1] * s[2], s[0] * s[1]});
-  auto A = random_tensor<float>(be, {most}, 1), Bm = random_tensor<float>(be, {most}, 2);
-  owned_tensor<backend::cuda> Cm(be, dtype::f32, {most});
+  auto A = random_tensor<E>(be, {most}, 1), Bm = random_tensor<E>(be, {most}, 2);
+  owned_tensor<backend::cuda> Cm(be, dtype_of_v<E>, {most});
   auto run = [&] {
     for (const auto& s : g)
-      be.gemm(false, true, s[0], s[1], s[2], 1.0f, A.ptr<float>(), s[2], Bm.ptr<float>(), s[2], 0.0f, Cm.ptr<float>(), s[1]);
+      be.gemm(false, true, s[0], s[1], s[2], 1.0f, A.template ptr<E>(), s[2], Bm.template ptr<E>(), s[2], 0.0f,
+              Cm.template ptr<E>(), s[1]);
   };
   run();
   event_pair ev;
@@ -116,8 +120,11 @@ double cublas_linear_seconds(backend::cuda& be, const model::model_config& c, in
 
 // A segment step of `layers` LLaMA-7B-shaped layers on B x T cached features. upload = 1: each step
 // also copies the next step's input and target from pinned host memory into a second pair of device
-// buffers on the copy stream, ordered as distill::pipeline orders them.
-void cuda_segment_step(benchmark::State& state) {
+// buffers on the copy stream, ordered as distill::pipeline orders them. bf16 = 1: mixed precision
+// (bf16 weights, features, activations and gradients; f32 compute and AdamW master copy); the cuBLAS
+// reference then runs its GEMMs in bf16 too.
+template <class E>
+void run_segment_step(benchmark::State& state) {
   backend::cuda* be = gpu();
   if (!be) {
     state.SkipWithError("no CUDA device");
@@ -133,10 +140,10 @@ void cuda_segment_step(benchmark::State& state) {
   memory().reset_peak(tier::device);
   optim::adamw_config oc;
   oc.lr = 1e-4;
-  distill::segment_trainer<backend::cuda> seg(*be, cfg, 0, layers, layout, params, dtype::f32, oc);
+  distill::segment_trainer<backend::cuda> seg(*be, cfg, 0, layers, layout, params, dtype_of_v<E>, oc);
   const shape fs{B, T, cfg.d_model};
-  owned_tensor<backend::cuda> x[2] = {random_tensor<float>(*be, fs, 3), random_tensor<float>(*be, fs, 4)};
-  owned_tensor<backend::cuda> y[2] = {random_tensor<float>(*be, fs, 5), random_tensor<float>(*be, fs, 6)};
+  owned_tensor<backend::cuda> x[2] = {random_tensor<E>(*be, fs, 3), random_tensor<E>(*be, fs, 4)};
+  owned_tensor<backend::cuda> y[2] = {random_tensor<E>(*be, fs, 5), random_tensor<E>(*be, fs, 6)};
   const std::size_t feature_bytes = x[0].view().bytes();
   backend::pinned_buffer staged_x(feature_bytes), staged_y(feature_bytes);
   be->to_host(staged_x.data(), x[0].view().data, feature_bytes);
@@ -168,7 +175,7 @@ void cuda_segment_step(benchmark::State& state) {
     ++i;
   }
   const segment_flops f = flops_of(cfg, layers, B, T);
-  const double cublas = cublas_linear_seconds(*be, cfg, layers, B * T);
+  const double cublas = cublas_linear_seconds<E>(*be, cfg, layers, B * T);
   state.counters["model_TFLOPs"] = benchmark::Counter(f.total() * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["MFU_bf16_peak"] = f.total() / plain / bf16_peak_flops();
   state.counters["cublas_linear_TFLOPs"] = f.linear / cublas * 1e-12;
@@ -178,7 +185,15 @@ void cuda_segment_step(benchmark::State& state) {
   // What copying the next step's features adds to a step (host wall time, the copies on the copy
   // stream): 0 when they overlap the step completely. The trainer's stall fraction.
   if (upload && i > 0) state.counters["upload_extra_fraction"] = total / static_cast<double>(i) / plain - 1;
-  state.SetLabel(upload ? "features copied a step ahead from pinned memory" : "features resident");
+  state.SetLabel(std::string(dtype_name(dtype_of_v<E>)) +
+                 (upload ? ", features copied a step ahead from pinned memory" : ", features resident"));
+}
+
+void cuda_segment_step(benchmark::State& state) {
+  if (state.range(4) != 0)
+    run_segment_step<bf16>(state);
+  else
+    run_segment_step<float>(state);
 }
 
 // Host-to-device copy of one (B, T, 4096) f32 feature from pinned memory: on the backend's copy stream
@@ -273,7 +288,8 @@ void cuda_peak_memory_layerwise_vs_e2e(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(cuda_segment_step)->ArgNames({"B", "T", "layers", "upload"})->Args({4, 2048, 2, 0})->Args({4, 2048, 2, 1})
+BENCHMARK(cuda_segment_step)->ArgNames({"B", "T", "layers", "upload", "bf16"})
+    ->Args({4, 2048, 2, 0, 1})->Args({4, 2048, 2, 1, 1})->Args({4, 2048, 2, 0, 0})->Args({4, 2048, 2, 1, 0})
     ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 BENCHMARK(cuda_pinned_upload)->ArgNames({"MiB", "plain"})->Args({128, 0})->Args({128, 1})->UseManualTime()
     ->Unit(benchmark::kMillisecond);

@@ -26,14 +26,16 @@ template <class T>
 struct fill_normal {
   T* p;
   philox_stream s;
-  T scale;
-  LWCL_HD void operator()(index_t i) const { p[i] = scale * static_cast<T>(s.normal(static_cast<std::uint64_t>(i))); }
+  compute_t<T> scale;
+  LWCL_HD void operator()(index_t i) const {
+    p[i] = T(scale * static_cast<compute_t<T>>(s.normal(static_cast<std::uint64_t>(i))));
+  }
 };
 
 template <class T>
 owned_tensor<backend::cuda> random_tensor(backend::cuda& be, shape s, std::uint64_t seed, double scale = 1.0) {
   owned_tensor<backend::cuda> t(be, dtype_of_v<T>, s);
-  be.for_each(t.numel(), fill_normal<T>{t.template ptr<T>(), philox_stream{seed, 0}, static_cast<T>(scale)});
+  be.for_each(t.numel(), fill_normal<T>{t.template ptr<T>(), philox_stream{seed, 0}, static_cast<compute_t<T>>(scale)});
   return t;
 }
 

@@ -794,9 +794,10 @@ TEST_CASE("cuda: attention forward and backward match the host backend (GQA, cau
 
 // The forward runs the tiled kernel on the device and the row functor on the host: both sum each score
 // over D in the same order and share the online-softmax update, so they differ by FMA contraction and
-// expf's last bits (fwd_tol, out and lse). The backward runs the same functors on both, from those
-// slightly different forward results (bwd_tol). T = 1000 is not a multiple of either tile.
-TEST_CASE("cuda: flash attention (tiled forward kernel) matches the host flash op (GQA, D = 64 and 128)") {
+// expf's last bits (fwd_tol, out and lse). The backward runs the tiled kernels on the device and the
+// row functors on the host, from those slightly different forward results (bwd_tol). T = 1000 is not
+// a multiple of any tile.
+TEST_CASE("cuda: flash attention (tiled kernels) matches the host flash op end to end (GQA, D = 64 and 128)") {
   const index_t B = 2, T = 1000, H = 4, KVH = 2;
   for (index_t D : {index_t(64), index_t(128)}) {
     const shape qs{B, T, H, D}, kvs{B, T, KVH, D}, ls{B, H, T};
@@ -822,6 +823,80 @@ TEST_CASE("cuda: flash attention (tiled forward kernel) matches the host flash o
         r.add("dv", a.get(dv), bwd_tol);
         return r;
       });
+    }
+  }
+}
+
+// The tiled backward alone: out and lse come from the host forward and are uploaded to both backends,
+// so dq, dk, dv and delta differ only by the backward's own rounding. The kernels continue the host
+// functors' sums (same order over D, keys and query rows, from the gradients' old values), so what
+// remains is FMA contraction and expf's last bits. dq, dk and dv start from random values (the
+// backward accumulates); T = 1 and 37 are a partial tile only, 1000 ends in one; KVH = 2 of H = 8 is
+// GQA (a kv head sums 4 query heads), KVH = H = 4 is MHA; D = 64 forms dk and dv in one pass, D = 128
+// in two, and D = 80 leaves part of the accumulator unused.
+TEST_CASE("cuda: flash attention backward (tiled kernels) matches the host row functors") {
+  struct config {
+    index_t B, T, H, KVH, D;
+  };
+  const config configs[] = {{2, 1, 8, 2, 64},   {2, 37, 8, 2, 64},  {1, 1000, 8, 2, 64}, {2, 37, 4, 4, 64},
+                            {1, 1000, 4, 4, 64}, {2, 1, 8, 2, 128},  {2, 37, 8, 2, 128}, {1, 1000, 8, 2, 128},
+                            {2, 37, 4, 4, 128},  {1, 1000, 4, 4, 128}, {1, 77, 6, 3, 80}};
+  std::uint64_t seed = 300;
+  for (const config& c : configs) {
+    const shape qs{c.B, c.T, c.H, c.D}, kvs{c.B, c.T, c.KVH, c.D}, ls{c.B, c.H, c.T};
+    const auto q = randn(qs.numel(), ++seed), k = randn(kvs.numel(), ++seed), v = randn(kvs.numel(), ++seed);
+    const auto dout = randn(qs.numel(), ++seed);
+    const auto dq0 = randn(qs.numel(), ++seed), dk0 = randn(kvs.numel(), ++seed), dv0 = randn(kvs.numel(), ++seed);
+    for (bool causal : {true, false}) {
+      INFO("B = ", c.B, ", T = ", c.T, ", H = ", c.H, ", KVH = ", c.KVH, ", D = ", c.D, ", causal: ", causal);
+      std::vector<float> out(static_cast<std::size_t>(qs.numel())), lse(static_cast<std::size_t>(ls.numel()));
+      {
+        host_be host;
+        auto q_copy = q, k_copy = k, v_copy = v;
+        ops::flash_attention_forward(host, tensor(out.data(), qs), tensor(lse.data(), ls), tensor(q_copy.data(), qs),
+                                     tensor(k_copy.data(), kvs), tensor(v_copy.data(), kvs), causal);
+      }
+      host_vs_device([&](auto& be) {
+        arena a(be);
+        const tensor dq = a.upload(dq0, qs), dk = a.upload(dk0, kvs), dv = a.upload(dv0, kvs);
+        const tensor delta = a.upload(std::vector<float>(static_cast<std::size_t>(ls.numel()), 7.0f), ls);
+        ops::flash_attention_backward(be, dq, dk, dv, delta, a.upload(dout, qs), a.upload(q, qs), a.upload(k, kvs),
+                                      a.upload(v, kvs), a.upload(out, qs), a.upload(lse, ls), causal);
+        results r;
+        r.add("delta", a.get(delta), bwd_tol);
+        r.add("dq", a.get(dq), bwd_tol);
+        r.add("dk", a.get(dk), bwd_tol);
+        r.add("dv", a.get(dv), bwd_tol);
+        return r;
+      });
+    }
+  }
+}
+
+// Run twice from the same inputs, the tiled backward gives the same bits: every gradient element has
+// one writer, which adds its terms in a fixed order (no atomics).
+TEST_CASE("cuda: flash attention backward (tiled kernels) is deterministic") {
+  const index_t B = 2, T = 300, H = 8, KVH = 2, D = 64;
+  const shape qs{B, T, H, D}, kvs{B, T, KVH, D}, ls{B, H, T};
+  const auto q = randn(qs.numel(), 321), k = randn(kvs.numel(), 322), v = randn(kvs.numel(), 323);
+  const auto dout = randn(qs.numel(), 324);
+  device_be dev;
+  arena a(dev);
+  const tensor tq = a.upload(q, qs), tk = a.upload(k, kvs), tv = a.upload(v, kvs), tg = a.upload(dout, qs);
+  const tensor out = a.zeros<float>(qs), lse = a.zeros<float>(ls);
+  ops::flash_attention_forward(dev, out, lse, tq, tk, tv, true);
+  std::vector<double> first[3];
+  for (int run = 0; run < 2; ++run) {
+    const tensor dq = a.zeros<float>(qs), dk = a.zeros<float>(kvs), dv = a.zeros<float>(kvs), delta = a.zeros<float>(ls);
+    ops::flash_attention_backward(dev, dq, dk, dv, delta, tg, tq, tk, tv, out, lse, true);
+    const std::vector<double> got[3] = {a.get(dq), a.get(dk), a.get(dv)};
+    for (int i = 0; i < 3; ++i) {
+      if (run == 0) {
+        first[i] = got[i];
+      } else {
+        INFO("gradient ", i);
+        CHECK(rel_error(got[i], first[i]) < exact);
+      }
     }
   }
 }
@@ -855,6 +930,10 @@ TEST_CASE("cuda: flash attention in f64 (row functor on the device) matches the 
   const tensor out2 = a.zeros<float>({1, 4, 2, big}), lse2 = a.zeros<float>({1, 2, 4});
   CHECK_THROWS_WITH_AS(ops::flash_attention_forward(dev, out2, lse2, q2, kv2, kv2, false),
                        doctest::Contains("cuda_flash_attention_forward: head dimension D = 264 (q [1, 4, 2, 264]) exceeds 256"),
+                       lwcl::error);
+  const tensor dq2 = a.zeros<float>({1, 4, 2, big}), dkv2 = a.zeros<float>({1, 4, 1, big}), delta2 = a.zeros<float>({1, 2, 4});
+  CHECK_THROWS_WITH_AS(ops::flash_attention_backward(dev, dq2, dkv2, dkv2, delta2, q2, q2, kv2, kv2, out2, lse2, false),
+                       doctest::Contains("cuda_flash_attention_backward: head dimension D = 264 (q [1, 4, 2, 264]) exceeds 256"),
                        lwcl::error);
 }
 

@@ -13,28 +13,17 @@
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/optim/adamw.hpp"
 #include "support/check.hpp"
+#include "support/tiny_lm.hpp"
 
 using namespace lwcl;
 using lwcl::test::rel_error;
 
 namespace {
 
-constexpr index_t vocab = 96, B = 4, T = 24;
-
-model::model_config tiny(model::family fam) {
-  const index_t kv = fam == model::family::gpt2 ? 4 : 2;  // GQA for the llama-like families
-  return model::model_config::uniform(fam, vocab, 32, 64, 2, 4, kv, 160);
-}
-
-// A batch of next-token pairs from a fixed rule, the same on both backends.
-void make_batch(int k, std::vector<std::int32_t>& ids, std::vector<std::int32_t>& targets) {
-  ids.resize(static_cast<std::size_t>(B * T));
-  targets.resize(ids.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = static_cast<std::int32_t>((i * 7 + 3 * static_cast<std::size_t>(k) + 1) % vocab);
-    targets[i] = static_cast<std::int32_t>((static_cast<std::size_t>(ids[i]) * 5 + 2) % vocab);
-  }
-}
+using test::tiny_lm::B;
+using test::tiny_lm::T;
+using test::tiny_lm::make_batch;
+model::model_config tiny(model::family fam) { return test::tiny_lm::config(fam); }
 
 // Token ids and targets in the backend's memory.
 template <class Backend>

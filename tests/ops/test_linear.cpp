@@ -2,6 +2,8 @@
 // and argument checks.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/ops/linear.hpp"
 #include "support/check.hpp"
@@ -116,4 +118,36 @@ TEST_CASE("linear rejects mismatched shapes, dtypes, empty and overlapping tenso
                        doctest::Contains("linear_backward: dout has shape [2, 5, 11], expected [2, 5, 10]"), lwcl::error);
   CHECK_THROWS_WITH_AS(ops::linear_backward(c.be, tensor(c.dx.data(), c.xs), tensor(), tensor(), tensor(c.dout.data(), c.os), x, w),
                        doctest::Contains("linear_backward: dweight has shape [], expected [10, 12]"), lwcl::error);
+}
+
+TEST_CASE("linear_gelu_forward is linear_forward then gelu_forward, keeping the pre-activation, and checks its arguments") {
+  linear_case<double> c;
+  const tensor x(c.x.data(), c.xs), w(c.weight.data(), c.ws), b(c.bias.data(), {c.OC});
+  for (const auto kind : {ops::gelu_kind::tanh, ops::gelu_kind::erf}) {
+    std::vector<double> pre(c.out.size()), out(c.out.size()), ref_out(c.out.size());
+    ops::linear_gelu_forward(c.be, tensor(out.data(), c.os), tensor(pre.data(), c.os), x, w, b, kind);
+    c.forward();
+    CHECK(pre == c.out);
+    ops::gelu_forward(c.be, tensor(ref_out.data(), c.os), tensor(c.out.data(), c.os), kind);
+    CHECK(out == ref_out);
+    // The PyTorch fixture's linear output, through the GELU formula in double.
+    const std::vector<double> want = c.fx.f64("out");
+    for (std::size_t i = 0; i < want.size(); i += 7) {
+      const double z = want[i];
+      const double g = kind == ops::gelu_kind::erf
+                           ? 0.5 * z * std::erfc(-z / std::sqrt(2.0))
+                           : 0.5 * z * (1 + std::tanh(std::sqrt(2.0 / 3.141592653589793) * (z + 0.044715 * z * z * z)));
+      CHECK(out[i] == doctest::Approx(g).epsilon(1e-12));
+    }
+  }
+  std::vector<double> pre(c.out.size()), out(c.out.size());
+  CHECK_THROWS_WITH_AS(ops::linear_gelu_forward(c.be, tensor(out.data(), {2, 5, 9}), tensor(pre.data(), c.os), x, w, b,
+                                                ops::gelu_kind::tanh),
+                       doctest::Contains("linear_gelu_forward: out has shape [2, 5, 9], expected [2, 5, 10]"), lwcl::error);
+  CHECK_THROWS_WITH_AS(ops::linear_gelu_forward(c.be, tensor(pre.data(), c.os), tensor(pre.data(), c.os), x, w, b,
+                                                ops::gelu_kind::tanh),
+                       doctest::Contains("linear_gelu_forward: out overlaps pre"), lwcl::error);
+  CHECK_THROWS_WITH_AS(ops::linear_gelu_forward(c.be, tensor(out.data(), c.os), tensor(pre.data(), {2, 5, 9}), x, w, b,
+                                                ops::gelu_kind::tanh),
+                       doctest::Contains("linear_gelu_forward: pre has shape [2, 5, 9], expected [2, 5, 10]"), lwcl::error);
 }

@@ -1,10 +1,12 @@
 // Allocation (prune/allocate.hpp): uniform and global rankings pick the lowest-scored groups, GQA
 // groups go whole or keep equal query heads per group, guards keep every layer usable, and bad
-// ratios are refused with lwcl::error.
+// ratios are refused with lwcl::error. allocate(be, ...) ranks with the backend's rank_descending when
+// it has one and gives the plan of the host ranking.
 #include <doctest/doctest.h>
 
 #include <vector>
 
+#include "lwcl/backend/host/host.hpp"
 #include "lwcl/prune/allocate.hpp"
 
 using namespace lwcl;
@@ -28,7 +30,79 @@ prune::group_scores scores_for(const model::model_config& cfg) {
   return s;
 }
 
+// A backend with its own ranking: selection of the largest remaining key, the first of equal keys,
+// written independently of detail::host_rank; counts its calls.
+struct ranking_backend {
+  int calls = 0;
+  void rank_descending(index_t* order, const double* keys, index_t n) {
+    ++calls;
+    std::vector<char> taken(static_cast<std::size_t>(n), 0);
+    for (index_t k = 0; k < n; ++k) {
+      index_t best = -1;
+      for (index_t i = 0; i < n; ++i)
+        if (!taken[static_cast<std::size_t>(i)] && (best < 0 || keys[i] > keys[best])) best = i;
+      taken[static_cast<std::size_t>(best)] = 1;
+      order[k] = best;
+    }
+  }
+};
+
+bool same_plan(const prune::prune_plan& x, const prune::prune_plan& y) {
+  if (x.layers.size() != y.layers.size()) return false;
+  for (std::size_t l = 0; l < x.layers.size(); ++l) {
+    const auto &a = x.layers[l], &b = y.layers[l];
+    if (a.heads != b.heads || a.kv_heads != b.kv_heads || a.ffn != b.ffn || a.removed != b.removed) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+TEST_CASE("the host ranker orders by descending key, equal keys (+0.0 and -0.0 too) by ascending index") {
+  const std::vector<double> keys = {0.0, 2.0, -0.0, 2.0, -1.0, 0.0, 3.0};
+  std::vector<index_t> order(keys.size());
+  prune::detail::host_rank{}(order.data(), keys.data(), static_cast<index_t>(keys.size()));
+  CHECK(order == std::vector<index_t>{6, 1, 3, 0, 2, 5, 4});
+  ranking_backend be;
+  std::vector<index_t> other(keys.size());
+  be.rank_descending(other.data(), keys.data(), static_cast<index_t>(keys.size()));
+  CHECK(other == order);
+}
+
+TEST_CASE("allocate(be, ...) ranks with the backend's rank_descending and gives the host plan") {
+  auto cfg = gqa();
+  cfg.layers.resize(3, cfg.layers[0]);
+  // Many ties, within and across layers, and signed zeros.
+  prune::group_scores s;
+  s.layers.resize(3);
+  s.layers[0] = {{1, 0, 1, 0, -0.0, 2, 2, 0}, {0.5, 0.5}, {0.0, 1, -0.0, 1, 0.0, 1}, 0.0};
+  s.layers[1] = {{2, 2, 2, 2, 1, 1, 1, 1}, {0.5, -0.0}, {1, 1, 0.0, 0.0, 1, -0.0}, -0.0};
+  s.layers[2] = {{0, 0, 0, 0, 0, 0, 0, 0}, {0.0, 0.5}, {-0.0, -0.0, 1, 1, 0.0, 0.5}, 0.0};
+  backend::cpu host;  // no rank_descending: the host ranking
+  for (const auto gran : {prune::granularity::heads_and_ffn, prune::granularity::heads, prune::granularity::layers}) {
+    for (const bool global : {false, true}) {
+      for (const auto mode : {prune::head_mode::kv_groups, prune::head_mode::query_heads}) {
+        if (global && mode == prune::head_mode::query_heads) continue;
+        for (const double ratio : {0.25, 0.5}) {
+          CAPTURE(prune::granularity_name(gran));
+          CAPTURE(global);
+          CAPTURE(static_cast<int>(mode));
+          CAPTURE(ratio);
+          prune::allocation a;
+          a.gran = gran;
+          a.global = global;
+          a.heads = mode;
+          a.ratio = ratio;
+          const auto want = prune::allocate(cfg, s, a);
+          ranking_backend be;
+          CHECK(same_plan(prune::allocate(be, cfg, s, a), want));
+          CHECK(be.calls > 0);
+          CHECK(same_plan(prune::allocate(host, cfg, s, a), want));
+        }
+      }
+    }
+  }
+}
 
 TEST_CASE("uniform allocation removes the lowest-scored groups of every layer") {
   const auto cfg = gqa();

@@ -68,7 +68,7 @@ class segment_trainer {
   // Bytes resident for training this segment: parameters, gradients, AdamW moments, activations.
   std::size_t resident_bytes() const { return memory_use().total(); }
   segment_memory_use memory_use() const {
-    return {params_.bytes(), grads_.bytes(), 2 * params_.bytes(), stack_->activation_bytes(), work_bytes()};
+    return {params_.bytes(), grads_.bytes(), opt_->state_bytes(), stack_->activation_bytes(), work_bytes()};
   }
 
   // The segment's training state (parameters, then AdamW's step and moments) as bytes, and back: what a
@@ -144,7 +144,7 @@ class segment_trainer {
             " in the segment");
       std::copy_n(model_params.begin() + s.offset, e.shape.numel(), host.begin() + e.offset);
     }
-    ops::dispatch_float("segment_trainer", type_, [&](auto z) {
+    ops::dispatch_storage("segment_trainer", type_, [&](auto z) {
       using T = decltype(z);
       std::vector<T> tmp(host.begin(), host.end());
       be_.from_host(params_.data(), tmp.data(), tmp.size() * sizeof(T));
@@ -152,7 +152,7 @@ class segment_trainer {
   }
   std::vector<double> host_copy() const {
     std::vector<double> out(static_cast<std::size_t>(layout_.numel()));
-    ops::dispatch_float("segment_trainer", type_, [&](auto z) {
+    ops::dispatch_storage("segment_trainer", type_, [&](auto z) {
       using T = decltype(z);
       std::vector<T> tmp(out.size());
       be_.to_host(tmp.data(), params_.data(), tmp.size() * sizeof(T));

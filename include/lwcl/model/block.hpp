@@ -204,13 +204,14 @@ void attention_part_backward(Backend& be, const block_shape& sh, const block_wei
 template <class Backend>
 void mlp_forward(Backend& be, const block_shape& sh, const block_weights& w, block_acts<Backend>& a, const tensor& inp,
                  const tensor& out) {
-  ops::linear_forward(be, a.f, inp, w.fc_w, w.fc_b);
   if (sh.tr.gated_mlp) {
+    ops::linear_forward(be, a.f, inp, w.fc_w, w.fc_b);
     ops::linear_forward(be, a.g, inp, w.up_w, tensor());
     ops::swiglu_forward(be, a.s, a.f, a.g);
     ops::linear_forward(be, out, a.s, w.proj_w, w.proj_b);
   } else {
-    ops::gelu_forward(be, a.g, a.f, gelu_of(sh));
+    // a.f keeps the pre-activation for gelu_backward; on CUDA one cuBLASLt GEMM writes both.
+    ops::linear_gelu_forward(be, a.g, a.f, inp, w.fc_w, w.fc_b, gelu_of(sh));
     ops::linear_forward(be, out, a.g, w.proj_w, w.proj_b);
   }
 }

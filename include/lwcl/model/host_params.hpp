@@ -13,7 +13,7 @@ namespace lwcl::model {
 template <class Backend>
 std::vector<double> host_params(const transformer<Backend>& net) {
   std::vector<double> out(static_cast<std::size_t>(net.layout().numel()));
-  ops::dispatch_float("host_params", net.type(), [&](auto z) {
+  ops::dispatch_storage("host_params", net.type(), [&](auto z) {
     using T = decltype(z);
     std::vector<T> tmp(out.size());
     net.backend().to_host(tmp.data(), net.params().data, tmp.size() * sizeof(T));
@@ -27,7 +27,7 @@ template <class Backend>
 void set_host_params(transformer<Backend>& net, const std::vector<double>& values) {
   check(values.size() == static_cast<std::size_t>(net.layout().numel()), "set_host_params: ", values.size(),
         " values for a model of ", net.layout().numel(), " parameters");
-  ops::dispatch_float("set_host_params", net.type(), [&](auto z) {
+  ops::dispatch_storage("set_host_params", net.type(), [&](auto z) {
     using T = decltype(z);
     std::vector<T> tmp(values.begin(), values.end());
     net.backend().from_host(net.params().data, tmp.data(), tmp.size() * sizeof(T));

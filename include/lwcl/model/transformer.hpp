@@ -188,7 +188,7 @@ class transformer {
 
   template <class F>
   void dispatch_host(F&& f) {
-    ops::dispatch_float("transformer", type_, std::forward<F>(f));
+    ops::dispatch_storage("transformer", type_, std::forward<F>(f));
   }
   std::size_t bytes_of(index_t n) const { return static_cast<std::size_t>(n) * dtype_size(type_); }
   bool has(const std::string& name) const { return layout_.contains(name); }

@@ -57,7 +57,7 @@ template <class T, gelu_kind Kind>
 struct gelu_forward_elem {
   T* out;
   const T* inp;
-  LWCL_HD void operator()(index_t i) const { out[i] = gelu_math<T, Kind>::value(inp[i]); }
+  LWCL_HD void operator()(index_t i) const { out[i] = T(gelu_math<compute_t<T>, Kind>::value(inp[i])); }
 };
 
 template <class T, gelu_kind Kind>
@@ -65,7 +65,9 @@ struct gelu_backward_elem {
   T* dinp;
   const T* dout;
   const T* inp;
-  LWCL_HD void operator()(index_t i) const { dinp[i] += dout[i] * gelu_math<T, Kind>::derivative(inp[i]); }
+  LWCL_HD void operator()(index_t i) const {
+    dinp[i] += compute_t<T>(dout[i]) * gelu_math<compute_t<T>, Kind>::derivative(inp[i]);
+  }
 };
 
 template <class T>
@@ -73,8 +75,8 @@ struct silu_forward_elem {
   T* out;
   const T* inp;
   LWCL_HD void operator()(index_t i) const {
-    const T x = inp[i];
-    out[i] = x * sigmoid(x);
+    const compute_t<T> x = inp[i];
+    out[i] = T(x * sigmoid(x));
   }
 };
 
@@ -85,8 +87,9 @@ struct silu_backward_elem {
   const T* dout;
   const T* inp;
   LWCL_HD void operator()(index_t i) const {
-    const T x = inp[i], sg = sigmoid(x);
-    dinp[i] += dout[i] * sg * (T(1) + x * (T(1) - sg));
+    using C = compute_t<T>;
+    const C x = inp[i], sg = sigmoid(x);
+    dinp[i] += C(dout[i]) * sg * (C(1) + x * (C(1) - sg));
   }
 };
 
@@ -96,8 +99,8 @@ struct swiglu_forward_elem {
   const T* gate;
   const T* up;
   LWCL_HD void operator()(index_t i) const {
-    const T g = gate[i];
-    out[i] = g * sigmoid(g) * up[i];
+    const compute_t<T> g = gate[i];
+    out[i] = T(g * sigmoid(g) * compute_t<T>(up[i]));
   }
 };
 
@@ -109,8 +112,9 @@ struct swiglu_backward_elem {
   const T* gate;
   const T* up;
   LWCL_HD void operator()(index_t i) const {
-    const T g = gate[i], sg = sigmoid(g), dy = dout[i];
-    dgate[i] += dy * up[i] * sg * (T(1) + g * (T(1) - sg));
+    using C = compute_t<T>;
+    const C g = gate[i], sg = sigmoid(g), dy = dout[i];
+    dgate[i] += dy * C(up[i]) * sg * (C(1) + g * (C(1) - sg));
     dup[i] += dy * g * sg;
   }
 };
@@ -124,7 +128,7 @@ void gelu_forward(Backend& be, const tensor& out, const tensor& inp, gelu_kind k
   expect_nonempty(op, "inp", inp);
   expect_shape(op, "out", out, inp.shape);
   expect_same_dtype(op, {{"inp", &inp}, {"out", &out}});
-  dispatch_float(op, inp.type, [&](auto t) {
+  dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     if (kind == gelu_kind::tanh)
       be.for_each(inp.numel(), kernel::gelu_forward_elem<T, gelu_kind::tanh>{out.ptr<T>(), inp.ptr<T>()}, 20);
@@ -141,7 +145,7 @@ void gelu_backward(Backend& be, const tensor& dinp, const tensor& dout, const te
   expect_shape(op, "dout", dout, inp.shape);
   expect_shape(op, "dinp", dinp, inp.shape);
   expect_same_dtype(op, {{"inp", &inp}, {"dout", &dout}, {"dinp", &dinp}});
-  dispatch_float(op, inp.type, [&](auto t) {
+  dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     if (kind == gelu_kind::tanh)
       be.for_each(inp.numel(), kernel::gelu_backward_elem<T, gelu_kind::tanh>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>()}, 30);
@@ -157,7 +161,7 @@ void silu_forward(Backend& be, const tensor& out, const tensor& inp) {
   expect_nonempty(op, "inp", inp);
   expect_shape(op, "out", out, inp.shape);
   expect_same_dtype(op, {{"inp", &inp}, {"out", &out}});
-  dispatch_float(op, inp.type, [&](auto t) {
+  dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(inp.numel(), kernel::silu_forward_elem<T>{out.ptr<T>(), inp.ptr<T>()}, 15);
   });
@@ -171,7 +175,7 @@ void silu_backward(Backend& be, const tensor& dinp, const tensor& dout, const te
   expect_shape(op, "dout", dout, inp.shape);
   expect_shape(op, "dinp", dinp, inp.shape);
   expect_same_dtype(op, {{"inp", &inp}, {"dout", &dout}, {"dinp", &dinp}});
-  dispatch_float(op, inp.type, [&](auto t) {
+  dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(inp.numel(), kernel::silu_backward_elem<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>()}, 20);
   });
@@ -186,7 +190,7 @@ void swiglu_forward(Backend& be, const tensor& out, const tensor& gate, const te
   expect_shape(op, "up", up, gate.shape);
   expect_shape(op, "out", out, gate.shape);
   expect_same_dtype(op, {{"gate", &gate}, {"up", &up}, {"out", &out}});
-  dispatch_float(op, gate.type, [&](auto t) {
+  dispatch_storage(op, gate.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(gate.numel(), kernel::swiglu_forward_elem<T>{out.ptr<T>(), gate.ptr<T>(), up.ptr<T>()}, 16);
   });
@@ -203,7 +207,7 @@ void swiglu_backward(Backend& be, const tensor& dgate, const tensor& dup, const 
   expect_shape(op, "dgate", dgate, gate.shape);
   expect_shape(op, "dup", dup, gate.shape);
   expect_same_dtype(op, {{"gate", &gate}, {"up", &up}, {"dout", &dout}, {"dgate", &dgate}, {"dup", &dup}});
-  dispatch_float(op, gate.type, [&](auto t) {
+  dispatch_storage(op, gate.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(gate.numel(), kernel::swiglu_backward_elem<T>{dgate.ptr<T>(), dup.ptr<T>(), dout.ptr<T>(), gate.ptr<T>(), up.ptr<T>()},
                 25);

@@ -4,6 +4,8 @@
 // per head; softmax and its backward are row functors. Forward saves the probabilities for the
 // backward, which accumulates (+=) into dq, dk, dv.
 
+#include <type_traits>
+
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/math.hpp"
 #include "lwcl/ops/common.hpp"
@@ -21,17 +23,26 @@ struct attention_softmax_row {
   bool causal;
 
   LWCL_HD void operator()(index_t row) const {
+    using C = compute_t<T>;
     T* p = probs + row * T_len;
     const index_t n = causal ? row % T_len + 1 : T_len;
-    T m = p[0];
-    for (index_t j = 1; j < n; ++j) m = math::max(m, p[j]);
-    T s = 0;
-    for (index_t j = 0; j < n; ++j) {
-      p[j] = math::exp(p[j] - m);
-      s += p[j];
+    C m = p[0];
+    for (index_t j = 1; j < n; ++j) m = math::max(m, C(p[j]));
+    C s = 0;
+    if constexpr (std::is_same_v<T, C>) {
+      for (index_t j = 0; j < n; ++j) {
+        p[j] = math::exp(p[j] - m);
+        s += p[j];
+      }
+      const C inv = C(1) / s;
+      for (index_t j = 0; j < n; ++j) p[j] *= inv;
+    } else {
+      // bf16 storage: the sum is formed from the unrounded exponentials (recomputed in the second
+      // pass), so the row is normalised before it is rounded, once.
+      for (index_t j = 0; j < n; ++j) s += math::exp(C(p[j]) - m);
+      const C inv = C(1) / s;
+      for (index_t j = 0; j < n; ++j) p[j] = T(math::exp(C(p[j]) - m) * inv);
     }
-    const T inv = T(1) / s;
-    for (index_t j = 0; j < n; ++j) p[j] *= inv;
     for (index_t j = n; j < T_len; ++j) p[j] = T(0);
   }
 };
@@ -49,9 +60,10 @@ struct attention_softmax_backward_row {
     T* dp = dprobs + row * T_len;
     const T* p = probs + row * T_len;
     const index_t n = causal ? row % T_len + 1 : T_len;
-    T dot = 0;
-    for (index_t j = 0; j < n; ++j) dot += p[j] * dp[j];
-    for (index_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - dot);
+    using C = compute_t<T>;
+    C dot = 0;
+    for (index_t j = 0; j < n; ++j) dot += C(p[j]) * C(dp[j]);
+    for (index_t j = 0; j < n; ++j) dp[j] = T(C(p[j]) * (C(dp[j]) - dot));
     for (index_t j = n; j < T_len; ++j) dp[j] = T(0);
   }
 };
@@ -100,9 +112,9 @@ void attention_forward(Backend& be, const tensor& out, const tensor& probs, cons
   const index_t group = H / KVH;
   const index_t q_ld = H * D, kv_ld = KVH * D;  // row strides of one token
   const index_t q_bs = T_len * q_ld, kv_bs = T_len * kv_ld, p_bs = H * T_len * T_len;  // batch strides
-  dispatch_float(op, q.type, [&](auto t) {
+  dispatch_storage(op, q.type, [&](auto t) {
     using T = decltype(t);
-    const T scale = T(1) / math::sqrt(static_cast<T>(D));
+    const compute_t<T> scale = compute_t<T>(1) / math::sqrt(static_cast<compute_t<T>>(D));
     const T *qp = q.ptr<T>(), *kp = k.ptr<T>(), *vp = v.ptr<T>();
     T *outp = out.ptr<T>(), *pp = probs.ptr<T>();
     // Every head's scores first, then one softmax over all B*H*T rows, then every head's P v: out is
@@ -148,9 +160,9 @@ void attention_backward(Backend& be, const tensor& dq, const tensor& dk, const t
   const index_t group = H / KVH;
   const index_t q_ld = H * D, kv_ld = KVH * D;
   const index_t q_bs = T_len * q_ld, kv_bs = T_len * kv_ld, p_bs = H * T_len * T_len;
-  dispatch_float(op, q.type, [&](auto t) {
+  dispatch_storage(op, q.type, [&](auto t) {
     using T = decltype(t);
-    const T scale = T(1) / math::sqrt(static_cast<T>(D));
+    const compute_t<T> scale = compute_t<T>(1) / math::sqrt(static_cast<compute_t<T>>(D));
     const T *qp = q.ptr<T>(), *kp = k.ptr<T>(), *vp = v.ptr<T>(), *gp = dout.ptr<T>(), *pp = probs.ptr<T>();
     T *dqp = dq.ptr<T>(), *dkp = dk.ptr<T>(), *dvp = dv.ptr<T>(), *dpp = dprobs.ptr<T>();
     for (index_t h = 0; h < H; ++h) {

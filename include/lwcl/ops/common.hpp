@@ -1,7 +1,7 @@
 #pragma once
 // Shared pieces of the op layer: argument checks that name the op and the shapes, and dispatch from a
-// tensor's runtime dtype to the typed kernel. Host kernels compute in f32 or f64 (f64 for reference
-// checks); bf16 is a storage type there.
+// tensor's runtime dtype to the typed kernel. Kernels compute in f32 or f64 (f64 for reference
+// checks); bf16 is a storage type whose functors compute in f32 (dispatch_storage).
 
 #include <initializer_list>
 #include <string>
@@ -19,6 +19,18 @@ decltype(auto) dispatch_float(std::string_view op, dtype t, F&& f) {
     case dtype::f32: return f(float{});
     case dtype::f64: return f(double{});
     default: fail(op, ": dtype ", dtype_name(t), " is not supported here (expected f32 or f64)");
+  }
+}
+
+// Like dispatch_float, and also bf16 (storage; the functors compute in compute_t<bf16> = float), for
+// the ops that support mixed precision.
+template <class F>
+decltype(auto) dispatch_storage(std::string_view op, dtype t, F&& f) {
+  switch (t) {
+    case dtype::f32: return f(float{});
+    case dtype::f64: return f(double{});
+    case dtype::bf16: return f(bf16{});
+    default: fail(op, ": dtype ", dtype_name(t), " is not supported here (expected f32, f64 or bf16)");
   }
 }
 

@@ -87,9 +87,10 @@ struct cross_entropy_row {
   const T* logits;
   const std::int32_t* targets;
   index_t V;
-  T scale;
+  compute_t<T> scale;
 
   LWCL_HD void operator()(index_t row) const {
+    using A = compute_t<T>;
     const index_t target = targets[row];
     if (target < 0) {
       row_loss[row] = T(0);
@@ -100,15 +101,15 @@ struct cross_entropy_row {
       return;
     }
     const T* x = logits + row * V;
-    T m = x[0];
-    for (index_t i = 1; i < V; ++i) m = math::max(m, x[i]);
-    T z = 0;
-    for (index_t i = 0; i < V; ++i) z += cross_entropy_term(x[i], m);
-    const T lse = cross_entropy_lse(m, z);
-    row_loss[row] = cross_entropy_loss(lse, x[target]);
+    A m = x[0];
+    for (index_t i = 1; i < V; ++i) m = math::max(m, A(x[i]));
+    A z = 0;
+    for (index_t i = 0; i < V; ++i) z += cross_entropy_term(A(x[i]), m);
+    const A lse = cross_entropy_lse(m, z);
+    row_loss[row] = T(cross_entropy_loss(lse, A(x[target])));
     if (!dlogits) return;
     T* g = dlogits + row * V;
-    for (index_t i = 0; i < V; ++i) g[i] += cross_entropy_dx(x[i], lse, scale, i == target);
+    for (index_t i = 0; i < V; ++i) g[i] += cross_entropy_dx(A(x[i]), lse, scale, i == target);
   }
 };
 
@@ -147,7 +148,7 @@ double cross_entropy(Backend& be, const tensor& dlogits, const tensor& row_loss,
   // Tested here rather than inside the dtype lambda below, where nvcc's front end does not discard the
   // call for a backend without the member.
   constexpr bool fused_rows = requires { be.cross_entropy_rows(dlogits, row_loss, logits, targets, grad_scale); };
-  return dispatch_float(op, logits.type, [&](auto t) -> double {
+  return dispatch_storage(op, logits.type, [&](auto t) -> double {
     using T = decltype(t);
     T* losses = row_loss.ptr<T>();
     const auto* ids = targets.ptr<std::int32_t>();
@@ -157,7 +158,7 @@ double cross_entropy(Backend& be, const tensor& dlogits, const tensor& row_loss,
     if constexpr (fused_rows)
       be.cross_entropy_rows(dlogits, row_loss, logits, targets, scale);
     else
-      be.for_each(N, kernel::cross_entropy_row<T>{static_cast<T*>(dlogits.data), losses, logits.ptr<T>(), ids, V, static_cast<T>(scale)},
+      be.for_each(N, kernel::cross_entropy_row<T>{static_cast<T*>(dlogits.data), losses, logits.ptr<T>(), ids, V, static_cast<compute_t<T>>(scale)},
                   (dlogits.data ? 8 : 4) * V);
     return count > 0 ? be.sum(losses, N) / count : 0.0;
   });

@@ -20,20 +20,21 @@ struct mse_row {
   const T* student;
   const T* teacher;
   index_t C;
-  T scale;
+  compute_t<T> scale;
 
   LWCL_HD void operator()(index_t row) const {
+    using A = compute_t<T>;
     const T* s = student + row * C;
     const T* t = teacher + row * C;
-    T acc = 0;
+    A acc = 0;
     for (index_t i = 0; i < C; ++i) {
-      const T d = s[i] - t[i];
+      const A d = A(s[i]) - A(t[i]);
       acc += d * d;
     }
-    partial[row] = acc;
+    partial[row] = T(acc);
     if (!dstudent) return;
     T* ds = dstudent + row * C;
-    for (index_t i = 0; i < C; ++i) ds[i] += scale * (s[i] - t[i]);
+    for (index_t i = 0; i < C; ++i) ds[i] += scale * (A(s[i]) - A(t[i]));
   }
 };
 
@@ -50,14 +51,15 @@ struct nmse_row {
   LWCL_HD void operator()(index_t row) const {
     const T* s = student + row * C;
     const T* t = teacher + row * C;
-    T err = 0, ref = 0;
+    using A = compute_t<T>;
+    A err = 0, ref = 0;
     for (index_t i = 0; i < C; ++i) {
-      const T d = s[i] - t[i];
+      const A d = A(s[i]) - A(t[i]);
       err += d * d;
-      ref += t[i] * t[i];
+      ref += A(t[i]) * A(t[i]);
     }
-    partial[row] = err;
-    partial[rows + row] = ref;
+    partial[row] = T(err);
+    partial[rows + row] = T(ref);
   }
 };
 
@@ -67,8 +69,10 @@ struct scaled_difference_elem {
   T* dstudent;
   const T* student;
   const T* teacher;
-  T scale;
-  LWCL_HD void operator()(index_t i) const { dstudent[i] += scale * (student[i] - teacher[i]); }
+  compute_t<T> scale;
+  LWCL_HD void operator()(index_t i) const {
+    dstudent[i] += scale * (compute_t<T>(student[i]) - compute_t<T>(teacher[i]));
+  }
 };
 
 // partial[row] = 1 - cos(s, t) with cos = s.t / (max(|s|, eps) max(|t|, eps)), as PyTorch's
@@ -80,29 +84,31 @@ struct cosine_row {
   const T* student;
   const T* teacher;
   index_t C;
-  T scale;
-  T eps;
+  compute_t<T> scale;
+  compute_t<T> eps;
 
   LWCL_HD void operator()(index_t row) const {
+    using A = compute_t<T>;
     const T* s = student + row * C;
     const T* t = teacher + row * C;
-    T st = 0, ss = 0, tt = 0;
+    A st = 0, ss = 0, tt = 0;
     for (index_t i = 0; i < C; ++i) {
-      st += s[i] * t[i];
-      ss += s[i] * s[i];
-      tt += t[i] * t[i];
+      const A si = s[i], ti = t[i];
+      st += si * ti;
+      ss += si * si;
+      tt += ti * ti;
     }
-    const T ns = math::sqrt(ss), nt = math::sqrt(tt);
+    const A ns = math::sqrt(ss), nt = math::sqrt(tt);
     const bool s_clamped = !(ns > eps);
-    const T inv = T(1) / ((s_clamped ? eps : ns) * math::max(nt, eps));
-    const T cos = st * inv;
-    partial[row] = T(1) - cos;
+    const A inv = A(1) / ((s_clamped ? eps : ns) * math::max(nt, eps));
+    const A cos = st * inv;
+    partial[row] = T(A(1) - cos);
     if (!dstudent) return;
     T* ds = dstudent + row * C;
     // dcos/ds = t / (|s||t|) - cos * s / |s|^2; with |s| clamped its norm is a constant and the second
     // term drops. A clamped |t| is constant in s either way.
-    const T s_coef = s_clamped ? T(0) : cos / ss;
-    for (index_t i = 0; i < C; ++i) ds[i] += scale * (t[i] * inv - s_coef * s[i]);
+    const A s_coef = s_clamped ? A(0) : cos / ss;
+    for (index_t i = 0; i < C; ++i) ds[i] += scale * (A(t[i]) * inv - s_coef * A(s[i]));
   }
 };
 
@@ -115,34 +121,35 @@ struct logit_kl_row {
   const T* student;
   const T* teacher;
   index_t V;
-  T inv_tau;
-  T tau2;
-  T scale;
+  compute_t<T> inv_tau;
+  compute_t<T> tau2;
+  compute_t<T> scale;
 
   LWCL_HD void operator()(index_t row) const {
+    using A = compute_t<T>;
     const T* s = student + row * V;
     const T* t = teacher + row * V;
-    T ms = s[0], mt = t[0];
+    A ms = s[0], mt = t[0];
     for (index_t i = 1; i < V; ++i) {
-      ms = math::max(ms, s[i]);
-      mt = math::max(mt, t[i]);
+      ms = math::max(ms, A(s[i]));
+      mt = math::max(mt, A(t[i]));
     }
-    T zs = 0, zt = 0;
+    A zs = 0, zt = 0;
     for (index_t i = 0; i < V; ++i) {
-      zs += math::exp((s[i] - ms) * inv_tau);
-      zt += math::exp((t[i] - mt) * inv_tau);
+      zs += math::exp((A(s[i]) - ms) * inv_tau);
+      zt += math::exp((A(t[i]) - mt) * inv_tau);
     }
-    const T lzs = math::log(zs), lzt = math::log(zt);
+    const A lzs = math::log(zs), lzt = math::log(zt);
     T* ds = dstudent ? dstudent + row * V : nullptr;
-    T kl = 0;
+    A kl = 0;
     for (index_t i = 0; i < V; ++i) {
-      const T log_q = (s[i] - ms) * inv_tau - lzs;
-      const T log_p = (t[i] - mt) * inv_tau - lzt;
-      const T p = math::exp(log_p);  // an underflowed p contributes 0, never 0 * inf
+      const A log_q = (A(s[i]) - ms) * inv_tau - lzs;
+      const A log_p = (A(t[i]) - mt) * inv_tau - lzt;
+      const A p = math::exp(log_p);  // an underflowed p contributes 0, never 0 * inf
       kl += p * (log_p - log_q);
       if (ds) ds[i] += scale * (math::exp(log_q) - p);
     }
-    partial[row] = tau2 * kl;
+    partial[row] = T(tau2 * kl);
   }
 };
 
@@ -172,12 +179,12 @@ double mse_loss(Backend& be, const tensor& dstudent, const tensor& scratch, cons
   constexpr std::string_view op = "mse_loss";
   const index_t rows = detail::distill_check(op, dstudent, scratch, student, teacher);
   const index_t C = student.shape.last(), n = student.numel();
-  return dispatch_float(op, student.type, [&](auto t) -> double {
+  return dispatch_storage(op, student.type, [&](auto t) -> double {
     using T = decltype(t);
     T* partial = scratch.ptr<T>();
     be.for_each(rows,
                 kernel::mse_row<T>{static_cast<T*>(dstudent.data), partial, student.ptr<T>(), teacher.ptr<T>(), C,
-                                   static_cast<T>(2 * grad_scale / static_cast<double>(n))},
+                                   static_cast<compute_t<T>>(2 * grad_scale / static_cast<double>(n))},
                 5 * C);
     return be.sum(partial, rows) / static_cast<double>(n);
   });
@@ -191,7 +198,7 @@ double nmse_loss(Backend& be, const tensor& dstudent, const tensor& scratch, con
   constexpr std::string_view op = "nmse_loss";
   const index_t rows = detail::distill_check(op, dstudent, scratch, student, teacher);
   const index_t C = student.shape.last();
-  return dispatch_float(op, student.type, [&](auto t) -> double {
+  return dispatch_storage(op, student.type, [&](auto t) -> double {
     using T = decltype(t);
     T* partial = scratch.ptr<T>();
     be.for_each(rows, kernel::nmse_row<T>{partial, student.ptr<T>(), teacher.ptr<T>(), rows, C}, 5 * C);
@@ -199,7 +206,7 @@ double nmse_loss(Backend& be, const tensor& dstudent, const tensor& scratch, con
     check(ref > 0, op, ": the teacher ", teacher.shape.str(), " is all zeros, so the normalised MSE is undefined");
     if (dstudent.data)
       be.for_each(student.numel(), kernel::scaled_difference_elem<T>{dstudent.ptr<T>(), student.ptr<T>(), teacher.ptr<T>(),
-                                                                     static_cast<T>(2 * grad_scale / ref)},
+                                                                     static_cast<compute_t<T>>(2 * grad_scale / ref)},
                   3);
     return err / ref;
   });
@@ -213,12 +220,12 @@ double cosine_loss(Backend& be, const tensor& dstudent, const tensor& scratch, c
   constexpr std::string_view op = "cosine_loss";
   const index_t rows = detail::distill_check(op, dstudent, scratch, student, teacher);
   const index_t C = student.shape.last();
-  return dispatch_float(op, student.type, [&](auto t) -> double {
+  return dispatch_storage(op, student.type, [&](auto t) -> double {
     using T = decltype(t);
     T* partial = scratch.ptr<T>();
     be.for_each(rows,
                 kernel::cosine_row<T>{static_cast<T*>(dstudent.data), partial, student.ptr<T>(), teacher.ptr<T>(), C,
-                                      static_cast<T>(-grad_scale / static_cast<double>(rows)), static_cast<T>(1e-8)},
+                                      static_cast<compute_t<T>>(-grad_scale / static_cast<double>(rows)), static_cast<compute_t<T>>(1e-8)},
                 9 * C);
     return be.sum(partial, rows) / static_cast<double>(rows);
   });
@@ -235,13 +242,13 @@ double logit_kl_loss(Backend& be, const tensor& dstudent, const tensor& scratch,
   const index_t rows = detail::distill_check(op, dstudent, scratch, student, teacher);
   check(temperature > 0, op, ": temperature is ", temperature, ", expected a value > 0");
   const index_t V = student.shape.last();
-  return dispatch_float(op, student.type, [&](auto t) -> double {
+  return dispatch_storage(op, student.type, [&](auto t) -> double {
     using T = decltype(t);
     T* partial = scratch.ptr<T>();
     be.for_each(rows,
                 kernel::logit_kl_row<T>{static_cast<T*>(dstudent.data), partial, student.ptr<T>(), teacher.ptr<T>(), V,
-                                        static_cast<T>(1 / temperature), static_cast<T>(temperature * temperature),
-                                        static_cast<T>(grad_scale * temperature / static_cast<double>(rows))},
+                                        static_cast<compute_t<T>>(1 / temperature), static_cast<compute_t<T>>(temperature * temperature),
+                                        static_cast<compute_t<T>>(grad_scale * temperature / static_cast<double>(rows))},
                 20 * V);
     return be.sum(partial, rows) / static_cast<double>(rows);
   });

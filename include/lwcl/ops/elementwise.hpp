@@ -17,14 +17,14 @@ struct add_elem {
   T* out;
   const T* a;
   const T* b;
-  LWCL_HD void operator()(index_t i) const { out[i] = a[i] + b[i]; }
+  LWCL_HD void operator()(index_t i) const { out[i] = T(compute_t<T>(a[i]) + compute_t<T>(b[i])); }
 };
 
 template <class T>
 struct accumulate_elem {
   T* dst;
   const T* src;
-  LWCL_HD void operator()(index_t i) const { dst[i] += src[i]; }
+  LWCL_HD void operator()(index_t i) const { dst[i] += compute_t<T>(src[i]); }
 };
 
 template <class T>
@@ -32,14 +32,14 @@ struct mix_elem {
   T* out;
   const T* a;
   const T* b;
-  T wa, wb;
-  LWCL_HD void operator()(index_t i) const { out[i] = wa * a[i] + wb * b[i]; }
+  compute_t<T> wa, wb;
+  LWCL_HD void operator()(index_t i) const { out[i] = T(wa * compute_t<T>(a[i]) + wb * compute_t<T>(b[i])); }
 };
 
 template <class T>
 struct scale_elem {
   T* x;
-  T alpha;
+  compute_t<T> alpha;
   LWCL_HD void operator()(index_t i) const { x[i] *= alpha; }
 };
 
@@ -53,7 +53,7 @@ void add(Backend& be, const tensor& out, const tensor& a, const tensor& b) {
   expect_shape(op, "b", b, a.shape);
   expect_shape(op, "out", out, a.shape);
   expect_same_dtype(op, {{"a", &a}, {"b", &b}, {"out", &out}});
-  dispatch_float(op, a.type, [&](auto t) {
+  dispatch_storage(op, a.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(a.numel(), kernel::add_elem<T>{out.ptr<T>(), a.ptr<T>(), b.ptr<T>()});
   });
@@ -66,7 +66,7 @@ void accumulate(Backend& be, const tensor& dst, const tensor& src) {
   expect_nonempty(op, "src", src);
   expect_shape(op, "dst", dst, src.shape);
   expect_same_dtype(op, {{"src", &src}, {"dst", &dst}});
-  dispatch_float(op, src.type, [&](auto t) {
+  dispatch_storage(op, src.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(src.numel(), kernel::accumulate_elem<T>{dst.ptr<T>(), src.ptr<T>()});
   });
@@ -77,9 +77,9 @@ template <class Backend>
 void scale(Backend& be, const tensor& x, double alpha) {
   constexpr std::string_view op = "scale";
   expect_nonempty(op, "x", x);
-  dispatch_float(op, x.type, [&](auto t) {
+  dispatch_storage(op, x.type, [&](auto t) {
     using T = decltype(t);
-    be.for_each(x.numel(), kernel::scale_elem<T>{x.ptr<T>(), static_cast<T>(alpha)});
+    be.for_each(x.numel(), kernel::scale_elem<T>{x.ptr<T>(), static_cast<compute_t<T>>(alpha)});
   });
 }
 
@@ -94,9 +94,9 @@ void mix(Backend& be, const tensor& out, const tensor& a, const tensor& b, doubl
   expect_shape(op, "out", out, a.shape);
   expect_same_dtype(op, {{"a", &a}, {"b", &b}, {"out", &out}});
   check(r >= 0 && r <= 1, op, ": ratio ", r, ", expected a value in [0, 1]");
-  dispatch_float(op, a.type, [&](auto t) {
+  dispatch_storage(op, a.type, [&](auto t) {
     using T = decltype(t);
-    be.for_each(a.numel(), kernel::mix_elem<T>{out.ptr<T>(), a.ptr<T>(), b.ptr<T>(), static_cast<T>(1 - r), static_cast<T>(r)});
+    be.for_each(a.numel(), kernel::mix_elem<T>{out.ptr<T>(), a.ptr<T>(), b.ptr<T>(), static_cast<compute_t<T>>(1 - r), static_cast<compute_t<T>>(r)});
   });
 }
 

@@ -35,7 +35,7 @@ struct embedding_forward_row {
     const T* e = wte + id * C;
     if (wpe) {
       const T* p = wpe + (row % T_len) * C;
-      for (index_t c = 0; c < C; ++c) y[c] = e[c] + p[c];
+      for (index_t c = 0; c < C; ++c) y[c] = T(compute_t<T>(e[c]) + compute_t<T>(p[c]));
     } else {
       for (index_t c = 0; c < C; ++c) y[c] = e[c];
     }
@@ -62,7 +62,7 @@ struct embedding_backward_wte_channel {
       if (id < 0 || id >= V) continue;
       T* dst = dwte + id * C + c0;
       const T* src = dout + r * C + c0;
-      for (index_t j = 0; j < n; ++j) dst[j] += src[j];
+      for (index_t j = 0; j < n; ++j) dst[j] += compute_t<T>(src[j]);
     }
   }
 };
@@ -77,8 +77,8 @@ struct embedding_backward_wpe_elem {
   index_t C;
 
   LWCL_HD void operator()(index_t i) const {
-    T acc = 0;
-    for (index_t b = 0; b < B; ++b) acc += dout[b * T_len * C + i];
+    compute_t<T> acc = 0;
+    for (index_t b = 0; b < B; ++b) acc += compute_t<T>(dout[b * T_len * C + i]);
     dwpe[i] += acc;
   }
 };
@@ -125,7 +125,7 @@ void embedding_forward(Backend& be, const tensor& out, const tensor& tokens, con
   detail::embedding_expect_positions(op, "wpe", wpe, T, C);
   expect_same_dtype(op, {{"wte", &wte}, {"out", &out}, {"wpe", &wpe}});
   if constexpr (!Backend::is_device) detail::embedding_check_ids(op, tokens, V);
-  dispatch_float(op, wte.type, [&](auto t) {
+  dispatch_storage(op, wte.type, [&](auto t) {
     using E = decltype(t);
     be.for_each(B * T,
                 kernel::embedding_forward_row<E>{out.ptr<E>(), tokens.ptr<std::int32_t>(), wte.ptr<E>(),
@@ -147,7 +147,7 @@ void embedding_backward(Backend& be, const tensor& dwte, const tensor& dwpe, con
   detail::embedding_expect_positions(op, "dwpe", dwpe, T, C);
   expect_same_dtype(op, {{"dwte", &dwte}, {"dout", &dout}, {"dwpe", &dwpe}});
   if constexpr (!Backend::is_device) detail::embedding_check_ids(op, tokens, V);
-  dispatch_float(op, dwte.type, [&](auto t) {
+  dispatch_storage(op, dwte.type, [&](auto t) {
     using E = decltype(t);
     be.for_each(column_chunks(C),
                 kernel::embedding_backward_wte_channel<E>{dwte.ptr<E>(), dout.ptr<E>(), tokens.ptr<std::int32_t>(), B * T, V, C},

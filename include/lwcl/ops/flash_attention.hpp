@@ -49,6 +49,20 @@ struct online_softmax_row {
   LWCL_HD T lse() const { return m + math::log(l); }
 };
 
+// The backward's per-pair maths, shared by the row functors below and the tiled CUDA kernels
+// (backend/cuda/flash_attention.cuh), so both recompute the same probabilities and score gradients.
+// P_ij from the unscaled score q_i . k_j and the query row's log-sum-exp.
+template <class T>
+LWCL_HD_INLINE T flash_probability(T qk, T scale, T lse) {
+  return math::exp(scale * qk - lse);
+}
+// dS_ij = P_ij (dP_ij - delta_i), the gradient of the scaled score, from dP_ij = dout_i . v_j and
+// delta_i = dout_i . out_i (the softmax's Jacobian applied to dP).
+template <class T>
+LWCL_HD_INLINE T flash_score_grad(T p, T dp, T delta) {
+  return p * (dp - delta);
+}
+
 // Extents and strides of q, out: (B, T, H, D) and k, v: (B, T, KVH, D).
 struct flash_dims {
   index_t B, T_len, H, KVH, D;
@@ -144,7 +158,7 @@ struct flash_attention_backward_query_row {
             ds[jj] += gc * vt[jj * ld + c];  // dP for now
           }
       }
-      for (int jj = 0; jj < n; ++jj) ds[jj] = math::exp(scale * s[jj] - li) * (ds[jj] - di);
+      for (int jj = 0; jj < n; ++jj) ds[jj] = flash_score_grad(flash_probability(s[jj], scale, li), ds[jj], di);
       // Key by key into the contiguous dq row, which vectorises over D.
       for (int jj = 0; jj < n; ++jj) {
         const T w = scale * ds[jj];
@@ -194,8 +208,8 @@ struct flash_attention_backward_key_row {
             }
         }
         for (int ii = 0; ii < n; ++ii) {
-          p[ii] = math::exp(scale * p[ii] - lse_h[i0 + ii]);
-          ds[ii] = p[ii] * (ds[ii] - delta_h[i0 + ii]);
+          p[ii] = flash_probability(p[ii], scale, lse_h[i0 + ii]);
+          ds[ii] = flash_score_grad(p[ii], ds[ii], delta_h[i0 + ii]);
         }
         for (int ii = 0; ii < n; ++ii) {
           const T pv = p[ii], w = scale * ds[ii];
@@ -224,6 +238,43 @@ inline kernel::flash_dims check_forward(std::string_view op, const tensor& out, 
   expect_nonempty(op, "lse", lse);
   expect_same_dtype(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
   return {a.B, a.T, a.H, a.KVH, a.D};
+}
+
+// Checks every argument of a backward call and returns the extents.
+inline kernel::flash_dims check_backward(std::string_view op, const tensor& dq, const tensor& dk, const tensor& dv,
+                                         const tensor& delta, const tensor& dout, const tensor& q, const tensor& k,
+                                         const tensor& v, const tensor& out, const tensor& lse) {
+  const kernel::flash_dims d = check_forward(op, out, lse, q, k, v);
+  expect_shape(op, "dout", dout, q.shape);
+  expect_shape(op, "dq", dq, q.shape);
+  expect_shape(op, "dk", dk, k.shape);
+  expect_shape(op, "dv", dv, v.shape);
+  expect_shape(op, "delta", delta, lse.shape);
+  expect_nonempty(op, "dout", dout);
+  expect_nonempty(op, "dq", dq);
+  expect_nonempty(op, "dk", dk);
+  expect_nonempty(op, "dv", dv);
+  expect_nonempty(op, "delta", delta);
+  expect_same_dtype(op, {{"q", &q}, {"dout", &dout}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"delta", &delta}});
+  return d;
+}
+
+// The backward as the two row functors through for_each, on checked arguments of dtype T: query rows
+// first (they write delta), then key rows (they read it). Any backend runs it; backend::cuda also uses
+// it for f64.
+template <class T, class Backend>
+void backward_rows(Backend& be, const tensor& dq, const tensor& dk, const tensor& dv, const tensor& delta, const tensor& dout,
+                   const tensor& q, const tensor& k, const tensor& v, const tensor& out, const tensor& lse,
+                   const kernel::flash_dims& d, bool causal) {
+  const T scale = T(1) / math::sqrt(static_cast<T>(d.D));
+  be.for_each(d.B * d.H * d.T_len,
+              kernel::flash_attention_backward_query_row<T>{dq.ptr<T>(), delta.ptr<T>(), dout.ptr<T>(), q.ptr<T>(), k.ptr<T>(),
+                                                            v.ptr<T>(), out.ptr<T>(), lse.ptr<T>(), d, scale, causal},
+              6 * d.D * d.T_len);
+  be.for_each(d.B * d.KVH * d.T_len,
+              kernel::flash_attention_backward_key_row<T>{dk.ptr<T>(), dv.ptr<T>(), dout.ptr<T>(), q.ptr<T>(), k.ptr<T>(),
+                                                          v.ptr<T>(), lse.ptr<T>(), delta.ptr<T>(), d, scale, causal},
+              8 * d.D * d.T_len * d.group());
 }
 
 }  // namespace flash_detail
@@ -255,36 +306,22 @@ void flash_attention_forward(Backend& be, const tensor& out, const tensor& lse, 
 // Accumulates the gradients of flash_attention_forward into dq, dk, dv (a kv head collects the
 // gradients of its whole group of query heads). out and lse are the forward's outputs; delta (B, H, T)
 // is scratch, overwritten with dout . out per query row. Deterministic: every gradient element has one
-// writer, which loops over the rows that contribute to it.
+// writer, which loops over the rows that contribute to it. A backend with a member
+// flash_attention_backward of the same arguments (backend::cuda: tiled kernels) runs it instead of the
+// row functors.
 template <class Backend>
 void flash_attention_backward(Backend& be, const tensor& dq, const tensor& dk, const tensor& dv, const tensor& delta,
                               const tensor& dout, const tensor& q, const tensor& k, const tensor& v, const tensor& out,
                               const tensor& lse, bool causal) {
   constexpr std::string_view op = "flash_attention_backward";
-  const kernel::flash_dims d = flash_detail::check_forward(op, out, lse, q, k, v);
-  expect_shape(op, "dout", dout, q.shape);
-  expect_shape(op, "dq", dq, q.shape);
-  expect_shape(op, "dk", dk, k.shape);
-  expect_shape(op, "dv", dv, v.shape);
-  expect_shape(op, "delta", delta, lse.shape);
-  expect_nonempty(op, "dout", dout);
-  expect_nonempty(op, "dq", dq);
-  expect_nonempty(op, "dk", dk);
-  expect_nonempty(op, "dv", dv);
-  expect_nonempty(op, "delta", delta);
-  expect_same_dtype(op, {{"q", &q}, {"dout", &dout}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"delta", &delta}});
-  dispatch_float(op, q.type, [&](auto t) {
-    using T = decltype(t);
-    const T scale = T(1) / math::sqrt(static_cast<T>(d.D));
-    be.for_each(d.B * d.H * d.T_len,
-                kernel::flash_attention_backward_query_row<T>{dq.ptr<T>(), delta.ptr<T>(), dout.ptr<T>(), q.ptr<T>(), k.ptr<T>(),
-                                                              v.ptr<T>(), out.ptr<T>(), lse.ptr<T>(), d, scale, causal},
-                6 * d.D * d.T_len);
-    be.for_each(d.B * d.KVH * d.T_len,
-                kernel::flash_attention_backward_key_row<T>{dk.ptr<T>(), dv.ptr<T>(), dout.ptr<T>(), q.ptr<T>(), k.ptr<T>(),
-                                                            v.ptr<T>(), lse.ptr<T>(), delta.ptr<T>(), d, scale, causal},
-                8 * d.D * d.T_len * d.group());
-  });
+  const kernel::flash_dims d = flash_detail::check_backward(op, dq, dk, dv, delta, dout, q, k, v, out, lse);
+  if constexpr (requires { be.flash_attention_backward(dq, dk, dv, delta, dout, q, k, v, out, lse, causal); }) {
+    be.flash_attention_backward(dq, dk, dv, delta, dout, q, k, v, out, lse, causal);
+  } else {
+    dispatch_float(op, q.type, [&](auto t) {
+      flash_detail::backward_rows<decltype(t)>(be, dq, dk, dv, delta, dout, q, k, v, out, lse, d, causal);
+    });
+  }
 }
 
 }  // namespace lwcl::ops

@@ -77,20 +77,21 @@ struct layernorm_forward_row {
   const T* weight;
   const T* bias;  // may be null
   index_t C;
-  T eps;
+  compute_t<T> eps;
 
   LWCL_HD void operator()(index_t row) const {
+    using A = compute_t<T>;
     const T* x = inp + row * C;
     T* y = out + row * C;
-    T sum = 0;
-    for (index_t i = 0; i < C; ++i) sum += x[i];
-    const T m = layernorm_mean(sum, C);
-    T sq = 0;
-    for (index_t i = 0; i < C; ++i) sq += layernorm_sq_dev(x[i], m);
-    const T s = layernorm_rstd(sq, C, eps);
-    for (index_t i = 0; i < C; ++i) y[i] = layernorm_out(x[i], m, s, weight[i], bias ? bias[i] : T(0));
-    mean[row] = m;
-    rstd[row] = s;
+    A sum = 0;
+    for (index_t i = 0; i < C; ++i) sum += A(x[i]);
+    const A m = layernorm_mean(sum, C);
+    A sq = 0;
+    for (index_t i = 0; i < C; ++i) sq += layernorm_sq_dev(A(x[i]), m);
+    const A s = layernorm_rstd(sq, C, eps);
+    for (index_t i = 0; i < C; ++i) y[i] = T(layernorm_out(A(x[i]), m, s, A(weight[i]), bias ? A(bias[i]) : A(0)));
+    mean[row] = T(m);
+    rstd[row] = T(s);
   }
 };
 
@@ -109,11 +110,12 @@ struct layernorm_backward_row {
     const T* x = inp + row * C;
     const T* dy = dout + row * C;
     T* dx = dinp + row * C;
-    const T m = mean[row], s = rstd[row];
-    layernorm_grad_sums<T> sums{0, 0};
-    for (index_t i = 0; i < C; ++i) sums.add(dy[i], weight[i], x[i], m, s);
-    const T g_mean = sums.g / static_cast<T>(C), gx_mean = sums.gx / static_cast<T>(C);
-    for (index_t i = 0; i < C; ++i) dx[i] += layernorm_dx(dy[i], weight[i], x[i], m, s, g_mean, gx_mean);
+    using A = compute_t<T>;
+    const A m = mean[row], s = rstd[row];
+    layernorm_grad_sums<A> sums{0, 0};
+    for (index_t i = 0; i < C; ++i) sums.add(A(dy[i]), A(weight[i]), A(x[i]), m, s);
+    const A g_mean = sums.g / static_cast<A>(C), gx_mean = sums.gx / static_cast<A>(C);
+    for (index_t i = 0; i < C; ++i) dx[i] += layernorm_dx(A(dy[i]), A(weight[i]), A(x[i]), m, s, g_mean, gx_mean);
   }
 };
 
@@ -133,14 +135,15 @@ struct layernorm_backward_param {
   LWCL_HD void operator()(index_t chunk) const {
     const index_t c0 = chunk * column_chunk;
     const index_t n = C - c0 < column_chunk ? C - c0 : column_chunk;
-    T dw[column_chunk] = {}, db[column_chunk] = {};
+    using A = compute_t<T>;
+    A dw[column_chunk] = {}, db[column_chunk] = {};
     for (index_t r = 0; r < N; ++r) {
       const T* dy = dout + r * C + c0;
       const T* x = inp + r * C + c0;
-      const T m = mean[r], s = rstd[r];
+      const A m = mean[r], s = rstd[r];
       for (index_t j = 0; j < n; ++j) {
-        dw[j] += dy[j] * (x[j] - m) * s;
-        db[j] += dy[j];
+        dw[j] += A(dy[j]) * (A(x[j]) - m) * s;
+        db[j] += A(dy[j]);
       }
     }
     for (index_t j = 0; j < n; ++j) {
@@ -170,10 +173,10 @@ void layernorm_forward(Backend& be, const tensor& out, const tensor& mean, const
   if constexpr (requires { be.layernorm_forward(out, mean, rstd, inp, weight, bias, eps); }) {
     be.layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
   } else {
-    dispatch_float(op, inp.type, [&](auto t) {
+    dispatch_storage(op, inp.type, [&](auto t) {
       using T = decltype(t);
       be.for_each(N, kernel::layernorm_forward_row<T>{out.ptr<T>(), mean.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(),
-                                                      static_cast<const T*>(bias.data), C, static_cast<T>(eps)},
+                                                      static_cast<const T*>(bias.data), C, static_cast<compute_t<T>>(eps)},
                   8 * C);
     });
   }
@@ -200,7 +203,7 @@ void layernorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, 
   if constexpr (requires { be.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd); }) {
     be.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
   } else {
-    dispatch_float(op, inp.type, [&](auto t) {
+    dispatch_storage(op, inp.type, [&](auto t) {
       using T = decltype(t);
       be.for_each(N, kernel::layernorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), mean.ptr<T>(),
                                                        rstd.ptr<T>(), C},

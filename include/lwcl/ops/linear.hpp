@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "lwcl/core/config.hpp"
+#include "lwcl/ops/activation.hpp"
 #include "lwcl/ops/common.hpp"
 
 namespace lwcl::ops {
@@ -38,10 +39,10 @@ struct linear_bias_grad {
   LWCL_HD void operator()(index_t chunk) const {
     const index_t c0 = chunk * column_chunk;
     const index_t n = OC - c0 < column_chunk ? OC - c0 : column_chunk;
-    T s[column_chunk] = {};
+    compute_t<T> s[column_chunk] = {};
     for (index_t r = 0; r < N; ++r) {
       const T* row = dout + r * OC + c0;
-      for (index_t j = 0; j < n; ++j) s[j] += row[j];
+      for (index_t j = 0; j < n; ++j) s[j] += compute_t<T>(row[j]);
     }
     for (index_t j = 0; j < n; ++j) dbias[c0 + j] += s[j];
   }
@@ -70,24 +71,40 @@ inline shape with_last(const shape& s, index_t last) {
 
 }  // namespace linear_detail
 
-// out = inp @ weight^T + bias. inp: (..., IC) read as N = numel / IC rows; weight: (OC, IC); bias: (OC)
-// or an empty tensor; out: (..., OC), which must not overlap inp or weight.
-template <class Backend>
-void linear_forward(Backend& be, const tensor& out, const tensor& inp, const tensor& weight, const tensor& bias) {
-  constexpr std::string_view op = "linear_forward";
+namespace linear_detail {
+
+// The argument checks of linear_forward under the name `op`, the output named `out_name`; returns
+// {N, IC, OC}.
+struct linear_dims {
+  index_t N, IC, OC;
+};
+inline linear_dims check_forward(std::string_view op, std::string_view out_name, const tensor& out, const tensor& inp,
+                                 const tensor& weight, const tensor& bias) {
   expect_nonempty(op, "inp", inp);
   expect_nonempty(op, "weight", weight);
   const index_t IC = inp.shape.last(), N = rows_of(inp);
   check(weight.shape.rank() == 2 && weight.shape[1] == IC, op, ": weight has shape ", weight.shape.str(),
         ", expected [OC, ", IC, "] (IC = ", IC, " from inp ", inp.shape.str(), ")");
   const index_t OC = weight.shape[0];
-  expect_shape(op, "out", out, linear_detail::with_last(inp.shape, OC));
-  expect_nonempty(op, "out", out);
+  expect_shape(op, out_name, out, with_last(inp.shape, OC));
+  expect_nonempty(op, out_name, out);
   if (bias.data) expect_shape(op, "bias", bias, shape{OC});
-  expect_same_dtype(op, {{"inp", &inp}, {"out", &out}, {"weight", &weight}, {"bias", &bias}});
-  linear_detail::expect_disjoint(op, "out", out, "inp", inp);
-  linear_detail::expect_disjoint(op, "out", out, "weight", weight);
-  dispatch_float(op, inp.type, [&](auto t) {
+  expect_same_dtype(op, {{"inp", &inp}, {out_name, &out}, {"weight", &weight}, {"bias", &bias}});
+  expect_disjoint(op, out_name, out, "inp", inp);
+  expect_disjoint(op, out_name, out, "weight", weight);
+  return {N, IC, OC};
+}
+
+}  // namespace linear_detail
+
+// out = inp @ weight^T + bias. inp: (..., IC) read as N = numel / IC rows; weight: (OC, IC); bias: (OC)
+// or an empty tensor; out: (..., OC), which must not overlap inp or weight.
+template <class Backend>
+void linear_forward(Backend& be, const tensor& out, const tensor& inp, const tensor& weight, const tensor& bias) {
+  constexpr std::string_view op = "linear_forward";
+  const linear_detail::linear_dims d = linear_detail::check_forward(op, "out", out, inp, weight, bias);
+  const index_t N = d.N, IC = d.IC, OC = d.OC;
+  dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     if (bias.data) be.for_each(N, kernel::linear_bias_fill_row<T>{out.ptr<T>(), bias.ptr<T>(), OC}, OC);
     be.gemm(false, true, N, OC, IC, T(1), inp.ptr<T>(), IC, weight.ptr<T>(), IC, bias.data ? T(1) : T(0), out.ptr<T>(), OC);
@@ -119,13 +136,33 @@ void linear_backward(Backend& be, const tensor& dinp, const tensor& dweight, con
   linear_detail::expect_disjoint(op, "dinp", dinp, "weight", weight);
   linear_detail::expect_disjoint(op, "dweight", dweight, "dout", dout);
   linear_detail::expect_disjoint(op, "dweight", dweight, "inp", inp);
-  dispatch_float(op, inp.type, [&](auto t) {
+  dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     if (dinp.data)
       be.gemm(false, false, N, IC, OC, T(1), dout.ptr<T>(), OC, weight.ptr<T>(), IC, T(1), dinp.ptr<T>(), IC);
     be.gemm(true, false, OC, IC, N, T(1), dout.ptr<T>(), OC, inp.ptr<T>(), IC, T(1), dweight.ptr<T>(), IC);
     if (dbias.data) be.for_each(column_chunks(OC), kernel::linear_bias_grad<T>{dbias.ptr<T>(), dout.ptr<T>(), N, OC}, column_chunk * N);
   });
+}
+
+// pre = inp @ weight^T + bias and out = gelu(pre): the first layer of a GELU MLP, keeping the
+// pre-activation for gelu_backward. A backend with a member linear_epilogue_forward (backend::cuda: a
+// cuBLASLt GEMM whose epilogue adds the bias and applies GELU-tanh, writing both tensors) runs it for
+// the tanh GELU when it takes the case (it returns false otherwise); everything else is
+// linear_forward followed by gelu_forward, so the host results are those two ops'.
+template <class Backend>
+void linear_gelu_forward(Backend& be, const tensor& out, const tensor& pre, const tensor& inp, const tensor& weight,
+                         const tensor& bias, gelu_kind kind) {
+  constexpr std::string_view op = "linear_gelu_forward";
+  linear_detail::check_forward(op, "pre", pre, inp, weight, bias);
+  expect_shape(op, "out", out, pre.shape);
+  expect_same_dtype(op, {{"pre", &pre}, {"out", &out}});
+  linear_detail::expect_disjoint(op, "out", out, "pre", pre);
+  if constexpr (requires { be.linear_epilogue_forward(out, pre, inp, weight, bias, true); }) {
+    if (kind == gelu_kind::tanh && be.linear_epilogue_forward(out, pre, inp, weight, bias, true)) return;
+  }
+  linear_forward(be, pre, inp, weight, bias);
+  gelu_forward(be, out, pre, kind);
 }
 
 }  // namespace lwcl::ops

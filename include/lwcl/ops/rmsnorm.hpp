@@ -43,16 +43,17 @@ struct rmsnorm_forward_row {
   const T* inp;
   const T* weight;
   index_t C;
-  T eps;
+  compute_t<T> eps;
 
   LWCL_HD void operator()(index_t row) const {
+    using A = compute_t<T>;
     const T* x = inp + row * C;
     T* y = out + row * C;
-    T sq = 0;
-    for (index_t i = 0; i < C; ++i) sq += x[i] * x[i];
-    const T s = rmsnorm_rstd(sq, C, eps);
-    for (index_t i = 0; i < C; ++i) y[i] = rmsnorm_out(x[i], s, weight[i]);
-    rstd[row] = s;
+    A sq = 0;
+    for (index_t i = 0; i < C; ++i) sq += A(x[i]) * A(x[i]);
+    const A s = rmsnorm_rstd(sq, C, eps);
+    for (index_t i = 0; i < C; ++i) y[i] = T(rmsnorm_out(A(x[i]), s, A(weight[i])));
+    rstd[row] = T(s);
   }
 };
 
@@ -69,11 +70,12 @@ struct rmsnorm_backward_row {
     const T* x = inp + row * C;
     const T* dy = dout + row * C;
     T* dx = dinp + row * C;
-    const T s = rstd[row];
-    T gx = 0;
-    for (index_t i = 0; i < C; ++i) gx += rmsnorm_grad_term(dy[i], weight[i], x[i]);
-    const T gx_mean = gx / static_cast<T>(C);
-    for (index_t i = 0; i < C; ++i) dx[i] += rmsnorm_dx(dy[i], weight[i], x[i], s, gx_mean);
+    using A = compute_t<T>;
+    const A s = rstd[row];
+    A gx = 0;
+    for (index_t i = 0; i < C; ++i) gx += rmsnorm_grad_term(A(dy[i]), A(weight[i]), A(x[i]));
+    const A gx_mean = gx / static_cast<A>(C);
+    for (index_t i = 0; i < C; ++i) dx[i] += rmsnorm_dx(A(dy[i]), A(weight[i]), A(x[i]), s, gx_mean);
   }
 };
 
@@ -91,11 +93,12 @@ struct rmsnorm_backward_weight {
   LWCL_HD void operator()(index_t chunk) const {
     const index_t c0 = chunk * column_chunk;
     const index_t n = C - c0 < column_chunk ? C - c0 : column_chunk;
-    T dw[column_chunk] = {};
+    using A = compute_t<T>;
+    A dw[column_chunk] = {};
     for (index_t r = 0; r < N; ++r) {
       const T* dy = dout + r * C + c0;
       const T* x = inp + r * C + c0;
-      for (index_t j = 0; j < n; ++j) dw[j] += dy[j] * x[j] * rstd[r];
+      for (index_t j = 0; j < n; ++j) dw[j] += A(dy[j]) * A(x[j]) * A(rstd[r]);
     }
     for (index_t j = 0; j < n; ++j) dweight[c0 + j] += dw[j];
   }
@@ -120,9 +123,9 @@ void rmsnorm_forward(Backend& be, const tensor& out, const tensor& rstd, const t
   if constexpr (requires { be.rmsnorm_forward(out, rstd, inp, weight, eps); }) {
     be.rmsnorm_forward(out, rstd, inp, weight, eps);
   } else {
-    dispatch_float(op, inp.type, [&](auto t) {
+    dispatch_storage(op, inp.type, [&](auto t) {
       using T = decltype(t);
-      be.for_each(N, kernel::rmsnorm_forward_row<T>{out.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), C, static_cast<T>(eps)},
+      be.for_each(N, kernel::rmsnorm_forward_row<T>{out.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), C, static_cast<compute_t<T>>(eps)},
                   5 * C);
     });
   }
@@ -145,7 +148,7 @@ void rmsnorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, co
   if constexpr (requires { be.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd); }) {
     be.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
   } else {
-    dispatch_float(op, inp.type, [&](auto t) {
+    dispatch_storage(op, inp.type, [&](auto t) {
       using T = decltype(t);
       be.for_each(N, kernel::rmsnorm_backward_row<T>{dinp.ptr<T>(), dout.ptr<T>(), inp.ptr<T>(), weight.ptr<T>(), rstd.ptr<T>(), C},
                   7 * C);

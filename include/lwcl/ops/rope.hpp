@@ -33,18 +33,19 @@ struct rope_forward_pair {
   index_t T_len;
   index_t H;
   index_t half;
-  T theta;
+  compute_t<T> theta;
   index_t pos_offset;
 
   LWCL_HD void operator()(index_t p) const {
+    using C = compute_t<T>;
     const index_t row = p / half, i = p % half;
     const index_t t = (row / H) % T_len;
-    const T a = rope_angle(theta, i, 2 * half, pos_offset + t);
-    const T c = math::cos(a), s = math::sin(a);
+    const C a = rope_angle(theta, i, 2 * half, pos_offset + t);
+    const C c = math::cos(a), s = math::sin(a);
     const index_t lo = row * 2 * half + i, hi = lo + half;
-    const T x1 = inp[lo], x2 = inp[hi];
-    out[lo] = x1 * c - x2 * s;
-    out[hi] = x2 * c + x1 * s;
+    const C x1 = inp[lo], x2 = inp[hi];
+    out[lo] = T(x1 * c - x2 * s);
+    out[hi] = T(x2 * c + x1 * s);
   }
 };
 
@@ -56,16 +57,17 @@ struct rope_backward_pair {
   index_t T_len;
   index_t H;
   index_t half;
-  T theta;
+  compute_t<T> theta;
   index_t pos_offset;
 
   LWCL_HD void operator()(index_t p) const {
+    using C = compute_t<T>;
     const index_t row = p / half, i = p % half;
     const index_t t = (row / H) % T_len;
-    const T a = rope_angle(theta, i, 2 * half, pos_offset + t);
-    const T c = math::cos(a), s = math::sin(a);
+    const C a = rope_angle(theta, i, 2 * half, pos_offset + t);
+    const C c = math::cos(a), s = math::sin(a);
     const index_t lo = row * 2 * half + i, hi = lo + half;
-    const T g1 = dout[lo], g2 = dout[hi];
+    const C g1 = dout[lo], g2 = dout[hi];
     dinp[lo] += g1 * c + g2 * s;
     dinp[hi] += g2 * c - g1 * s;
   }
@@ -103,10 +105,10 @@ void rope_forward(Backend& be, const tensor& out, const tensor& inp, double thet
     const auto o = reinterpret_cast<std::uintptr_t>(out.data), i = reinterpret_cast<std::uintptr_t>(inp.data);
     check(o + out.bytes() <= i || i + inp.bytes() <= o, op, ": out partly overlaps inp; pass the same tensor for in place");
   }
-  dispatch_float(op, inp.type, [&](auto t) {
+  dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(inp.numel() / 2,
-                kernel::rope_forward_pair<T>{out.ptr<T>(), inp.ptr<T>(), T_len, H, D / 2, static_cast<T>(theta), pos_offset},
+                kernel::rope_forward_pair<T>{out.ptr<T>(), inp.ptr<T>(), T_len, H, D / 2, static_cast<compute_t<T>>(theta), pos_offset},
                 40);
   });
 }
@@ -127,10 +129,10 @@ void rope_backward(Backend& be, const tensor& dinp, const tensor& dout, double t
     const auto a = reinterpret_cast<std::uintptr_t>(dinp.data), b = reinterpret_cast<std::uintptr_t>(dout.data);
     check(a + dinp.bytes() <= b || b + dout.bytes() <= a, op, ": dinp overlaps dout; backward accumulates into dinp, so it needs its own storage");
   }
-  dispatch_float(op, dout.type, [&](auto t) {
+  dispatch_storage(op, dout.type, [&](auto t) {
     using T = decltype(t);
     be.for_each(dout.numel() / 2,
-                kernel::rope_backward_pair<T>{dinp.ptr<T>(), dout.ptr<T>(), T_len, H, D / 2, static_cast<T>(theta), pos_offset},
+                kernel::rope_backward_pair<T>{dinp.ptr<T>(), dout.ptr<T>(), T_len, H, D / 2, static_cast<compute_t<T>>(theta), pos_offset},
                 40);
   });
 }

@@ -15,7 +15,7 @@ namespace kernel {
 template <class T>
 struct scale_inplace {
   T* x;
-  T factor;
+  compute_t<T> factor;
 
   LWCL_HD void operator()(index_t i) const { x[i] *= factor; }
 };
@@ -30,14 +30,14 @@ double clip_grad_norm(Backend& be, const tensor& grad, double max_norm) {
   constexpr std::string_view op = "clip_grad_norm";
   ops::expect_nonempty(op, "grad", grad);
   check(max_norm > 0 && std::isfinite(max_norm), op, ": max_norm is ", max_norm, ", expected a finite value > 0");
-  return ops::dispatch_float(op, grad.type, [&](auto t) {
+  return ops::dispatch_storage(op, grad.type, [&](auto t) {
     using T = decltype(t);
     T* g = grad.ptr<T>(op);
     const double norm = std::sqrt(be.sum_squares(g, grad.numel()));
     check(std::isfinite(norm), op, ": gradient norm is ", norm, " (non-finite) over ", grad.numel(), " elements of ",
           grad.describe());
     const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) be.for_each(grad.numel(), kernel::scale_inplace<T>{g, static_cast<T>(coef)}, 1);
+    if (coef < 1.0) be.for_each(grad.numel(), kernel::scale_inplace<T>{g, static_cast<compute_t<T>>(coef)}, 1);
     return norm;
   });
 }

@@ -3,6 +3,9 @@
 // groups from every layer; global ranks the groups of all layers together (adaptive widths, as FLAP
 // does with its standardised scores), with guards that keep at least one KV group (with its query
 // heads) and one FFN channel in every layer. Whole layers are removed by their layer scores.
+// Every ranking goes through one ranker: std::stable_sort on the host, or the backend's
+// rank_descending (a stable device radix sort on backend::cuda) when allocate is given such a backend;
+// both order by descending score with ties by ascending index, so the plans are identical.
 
 #include <algorithm>
 #include <cmath>
@@ -35,13 +38,20 @@ struct allocation {
 
 namespace detail {
 
+// The host ranker: order[0, n) = the indices of keys[0, n) by descending key, equal keys (-0.0 and
+// +0.0 included) by ascending index. A ranker is any callable rank(order, keys, n) with this contract.
+struct host_rank {
+  void operator()(index_t* order, const double* keys, index_t n) const {
+    std::iota(order, order + n, index_t{0});
+    std::stable_sort(order, order + n, [keys](index_t a, index_t b) { return keys[a] > keys[b]; });
+  }
+};
+
 // Indices of the `keep` highest scores, ascending; ties keep the lower index.
-inline std::vector<index_t> top_k(const std::vector<double>& s, index_t keep) {
+template <class Rank>
+std::vector<index_t> top_k(const Rank& rank, const std::vector<double>& s, index_t keep) {
   std::vector<index_t> idx(s.size());
-  std::iota(idx.begin(), idx.end(), index_t{0});
-  std::stable_sort(idx.begin(), idx.end(), [&](index_t a, index_t b) {
-    return s[static_cast<std::size_t>(a)] > s[static_cast<std::size_t>(b)];
-  });
+  rank(idx.data(), s.data(), static_cast<index_t>(s.size()));
   idx.resize(static_cast<std::size_t>(keep));
   std::sort(idx.begin(), idx.end());
   return idx;
@@ -63,9 +73,10 @@ inline std::vector<index_t> heads_of_groups(const std::vector<index_t>& groups, 
   return h;
 }
 
-}  // namespace detail
-
-inline prune_plan allocate(const model::model_config& cfg, const group_scores& scores, const allocation& a) {
+// allocate() with the rankings done by `rank` (see host_rank).
+template <class Rank>
+prune_plan allocate_ranked(const Rank& rank, const model::model_config& cfg, const group_scores& scores,
+                           const allocation& a) {
   a.validate();
   check(scores.layers.size() == cfg.layers.size(), "prune allocation: scores cover ", scores.layers.size(),
         " layers, the model has ", cfg.layers.size());
@@ -80,9 +91,9 @@ inline prune_plan allocate(const model::model_config& cfg, const group_scores& s
       check(std::isfinite(scores.layers[l].layer), "prune allocation: layer ", l, " has a non-finite layer score");
       s[l] = scores.layers[l].layer;
     }
-    const index_t remove = detail::removed_count(a.ratio, static_cast<index_t>(L));
+    const index_t remove = removed_count(a.ratio, static_cast<index_t>(L));
     check(remove < static_cast<index_t>(L), "prune allocation: ratio ", a.ratio, " would remove all ", L, " layers");
-    const auto keep = detail::top_k(s, static_cast<index_t>(L) - remove);
+    const auto keep = top_k(rank, s, static_cast<index_t>(L) - remove);
     for (std::size_t l = 0; l < L; ++l) plan.layers[l].removed = !std::binary_search(keep.begin(), keep.end(), static_cast<index_t>(l));
     return plan;
   }
@@ -90,10 +101,10 @@ inline prune_plan allocate(const model::model_config& cfg, const group_scores& s
   for (std::size_t l = 0; l < L; ++l) {
     const auto& c = cfg.layers[l];
     if (do_heads) {
-      if (a.heads == head_mode::query_heads) detail::expect_scores(scores.layers[l].heads, c.n_heads, l, "query-head");
-      else detail::expect_scores(scores.layers[l].kv_groups, c.n_kv_heads, l, "KV-group");
+      if (a.heads == head_mode::query_heads) expect_scores(scores.layers[l].heads, c.n_heads, l, "query-head");
+      else expect_scores(scores.layers[l].kv_groups, c.n_kv_heads, l, "KV-group");
     }
-    if (do_ffn) detail::expect_scores(scores.layers[l].ffn, c.ffn, l, "FFN-channel");
+    if (do_ffn) expect_scores(scores.layers[l].ffn, c.ffn, l, "FFN-channel");
   }
 
   if (!a.global) {
@@ -102,25 +113,25 @@ inline prune_plan allocate(const model::model_config& cfg, const group_scores& s
       auto& lp = plan.layers[l];
       const index_t r = c.n_heads / c.n_kv_heads;
       if (do_heads && a.heads == head_mode::kv_groups) {
-        const index_t remove = detail::removed_count(a.ratio, c.n_kv_heads);
+        const index_t remove = removed_count(a.ratio, c.n_kv_heads);
         check(remove < c.n_kv_heads, "prune allocation: ratio ", a.ratio, " would leave layer ", l, " with no KV group (it has ",
               c.n_kv_heads, "); lower the ratio or remove whole layers");
-        lp.kv_heads = detail::top_k(scores.layers[l].kv_groups, c.n_kv_heads - remove);
-        lp.heads = detail::heads_of_groups(lp.kv_heads, r);
+        lp.kv_heads = top_k(rank, scores.layers[l].kv_groups, c.n_kv_heads - remove);
+        lp.heads = heads_of_groups(lp.kv_heads, r);
       } else if (do_heads) {
-        const index_t remove = detail::removed_count(a.ratio, r);
+        const index_t remove = removed_count(a.ratio, r);
         check(remove < r, "prune allocation: ratio ", a.ratio, " would leave layer ", l,
               "'s KV groups with no query heads (each has ", r, ")");
         lp.heads.clear();
         for (index_t g = 0; g < c.n_kv_heads; ++g) {
           const std::vector<double> sg(scores.layers[l].heads.begin() + g * r, scores.layers[l].heads.begin() + (g + 1) * r);
-          for (index_t h : detail::top_k(sg, r - remove)) lp.heads.push_back(g * r + h);
+          for (index_t h : top_k(rank, sg, r - remove)) lp.heads.push_back(g * r + h);
         }
       }
       if (do_ffn) {
-        const index_t remove = detail::removed_count(a.ratio, c.ffn);
+        const index_t remove = removed_count(a.ratio, c.ffn);
         check(remove < c.ffn, "prune allocation: ratio ", a.ratio, " would leave layer ", l, " with no FFN channel");
-        lp.ffn = detail::top_k(scores.layers[l].ffn, c.ffn - remove);
+        lp.ffn = top_k(rank, scores.layers[l].ffn, c.ffn - remove);
       }
     }
     return plan;
@@ -141,15 +152,21 @@ inline prune_plan allocate(const model::model_config& cfg, const group_scores& s
       for (std::size_t i = 0; i < s.size(); ++i) all.push_back({s[i], l, static_cast<index_t>(i)});
       total += count_of(l);
     }
-    std::stable_sort(all.begin(), all.end(), [](const item& x, const item& y) { return x.s < y.s; });
+    // Ascending by score, ties in pooling order: a stable descending ranking of the negated scores
+    // (finite, so negation reverses every comparison and keeps every tie).
+    std::vector<double> neg(all.size());
+    for (std::size_t i = 0; i < all.size(); ++i) neg[i] = -all[i].s;
+    std::vector<index_t> order(all.size());
+    rank(order.data(), neg.data(), static_cast<index_t>(all.size()));
     std::vector<std::vector<char>> kept(L);
     std::vector<index_t> left(L);
     for (std::size_t l = 0; l < L; ++l) {
       kept[l].assign(static_cast<std::size_t>(count_of(l)), 1);
       left[l] = count_of(l);
     }
-    index_t remove = detail::removed_count(a.ratio, total);
-    for (const auto& it : all) {
+    index_t remove = removed_count(a.ratio, total);
+    for (const index_t o : order) {
+      const item& it = all[static_cast<std::size_t>(o)];
       if (remove == 0) break;
       if (left[it.layer] <= 1) continue;  // guard: one group stays in every layer
       kept[it.layer][static_cast<std::size_t>(it.idx)] = 0;
@@ -167,7 +184,7 @@ inline prune_plan allocate(const model::model_config& cfg, const group_scores& s
                                   [&](std::size_t l) { return cfg.layers[l].n_kv_heads; });
     for (std::size_t l = 0; l < L; ++l) {
       plan.layers[l].kv_heads = keep[l];
-      plan.layers[l].heads = detail::heads_of_groups(keep[l], cfg.layers[l].n_heads / cfg.layers[l].n_kv_heads);
+      plan.layers[l].heads = heads_of_groups(keep[l], cfg.layers[l].n_heads / cfg.layers[l].n_kv_heads);
     }
   }
   if (do_ffn) {
@@ -176,6 +193,25 @@ inline prune_plan allocate(const model::model_config& cfg, const group_scores& s
     for (std::size_t l = 0; l < L; ++l) plan.layers[l].ffn = keep[l];
   }
   return plan;
+}
+
+}  // namespace detail
+
+// Ranks on the host.
+inline prune_plan allocate(const model::model_config& cfg, const group_scores& scores, const allocation& a) {
+  return detail::allocate_ranked(detail::host_rank{}, cfg, scores, a);
+}
+
+// Ranks with be.rank_descending when the backend has one (backend::cuda), on the host otherwise; the
+// plan is the same either way.
+template <class Backend>
+prune_plan allocate(Backend& be, const model::model_config& cfg, const group_scores& scores, const allocation& a) {
+  if constexpr (requires(index_t* order, const double* keys, index_t n) { be.rank_descending(order, keys, n); }) {
+    const auto rank = [&be](index_t* order, const double* keys, index_t n) { be.rank_descending(order, keys, n); };
+    return detail::allocate_ranked(rank, cfg, scores, a);
+  } else {
+    return allocate(cfg, scores, a);
+  }
 }
 
 }  // namespace lwcl::prune

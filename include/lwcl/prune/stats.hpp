@@ -227,7 +227,6 @@ class calibration_pass {
     be.from_host(tok_.data(), ids, tok_.bytes());
     ops::embedding_forward(be, hidden_[0], tensor(tok_.data(), dtype::i32, {B, T}), net_.param("wte"),
                            net_.layout().contains("wpe") ? net_.param("wpe") : tensor());
-    std::vector<double> cosines(static_cast<std::size_t>(B * T));
     ops::dispatch_float("calibration_pass", net_.type(), [&](auto z) {
       using E = decltype(z);
       for (std::size_t l = 0; l < shapes_.size(); ++l) {
@@ -250,13 +249,13 @@ class calibration_pass {
         }
         be.for_each(sh.H, stats_detail::add_head_norms<E>{at, a.att.template ptr<E>("calibration_pass"), B * T, sh.H, sh.D},
                     3 * sh.D * B * T);
-        // Per-row cosines, summed here in row order (the same on every backend).
+        // Per-row cosines in double, summed by the backend (a CUB reduction on CUDA; in row order on
+        // the host), one value back per layer and batch.
         be.for_each(B * T, stats_detail::row_cosine<E>{static_cast<double*>(cos_.data()), x.template ptr<E>("calibration_pass"),
                                                         y.template ptr<E>("calibration_pass"), sh.C},
                     3 * sh.C);
-        be.to_host(cosines.data(), cos_.data(), cos_.bytes());
         auto& s = stats_.layers[l];
-        for (const double c : cosines) s.cosine_sum += c;
+        s.cosine_sum += be.sum(static_cast<const double*>(cos_.data()), B * T);
         s.tokens += B * T;
       }
     });

@@ -48,9 +48,20 @@ LWCL_HD_INLINE float bits_float(std::uint32_t u) {
   return f;
 }
 
-// Brain float: the top 16 bits of an IEEE binary32.
+// Brain float: the top 16 bits of an IEEE binary32. Widening to float is implicit (exact); narrowing
+// is explicit (bf16(x)), so every place that rounds is visible in the source. Op functors read bf16
+// storage into their compute type (compute_t<bf16> = float), do all their arithmetic there, and round
+// once when they store.
 struct bf16 {
   std::uint16_t bits = 0;
+
+  bf16() = default;
+  LWCL_HD_INLINE explicit bf16(float f) : bits(from_float(f).bits) {}
+  LWCL_HD_INLINE operator float() const { return to_float(); }
+  // Read-modify-write in float with one rounding (gradient accumulation into bf16 storage).
+  LWCL_HD_INLINE bf16& operator+=(float v) { return *this = bf16(to_float() + v); }
+  LWCL_HD_INLINE bf16& operator-=(float v) { return *this = bf16(to_float() - v); }
+  LWCL_HD_INLINE bf16& operator*=(float v) { return *this = bf16(to_float() * v); }
 
   LWCL_HD_INLINE static bf16 from_bits(std::uint16_t b) {
     bf16 r;
@@ -107,5 +118,17 @@ struct dtype_of<bf16> {
 };
 template <class T>
 inline constexpr dtype dtype_of_v = dtype_of<T>::value;
+
+// The type functors compute in for a storage type: float for bf16, the type itself otherwise.
+template <class T>
+struct compute_type {
+  using type = T;
+};
+template <>
+struct compute_type<bf16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename compute_type<T>::type;
 
 }  // namespace lwcl

@@ -37,7 +37,7 @@ struct cross_entropy_args {
   const T* logits;
   const std::int32_t* targets;
   index_t V;
-  T scale;
+  compute_t<T> scale;
 };
 
 // The probabilities are never stored: the gradient pass re-reads the logits (from L2 when the row's
@@ -45,7 +45,8 @@ struct cross_entropy_args {
 // memory at the vocabularies this is for (200 KB in f32 at V = 50257).
 template <class T, int Threads>
 __global__ void __launch_bounds__(Threads) cross_entropy_kernel(cross_entropy_args<T> a) {
-  using stats = ops::kernel::cross_entropy_stats<T>;
+  using A = compute_t<T>;
+  using stats = ops::kernel::cross_entropy_stats<A>;
   __shared__ typename cub::BlockReduce<stats, Threads>::TempStorage tmp;
   __shared__ stats total;
   const index_t row = blockIdx.x, V = a.V;
@@ -58,14 +59,14 @@ __global__ void __launch_bounds__(Threads) cross_entropy_kernel(cross_entropy_ar
     return;
   }
   const T* x = a.logits + row * V;
-  stats part{-static_cast<T>(INFINITY), T(0)};
-  for (index_t i = tid; i < V; i += Threads) part.add(x[i]);
+  stats part{-static_cast<A>(INFINITY), A(0)};
+  for (index_t i = tid; i < V; i += Threads) part.add(A(x[i]));
   const stats s = block_total<Threads>(part, tmp, total);
-  const T lse = ops::kernel::cross_entropy_lse(s.m, s.z);
-  if (tid == 0) a.row_loss[row] = ops::kernel::cross_entropy_loss(lse, x[target]);
+  const A lse = ops::kernel::cross_entropy_lse(s.m, s.z);
+  if (tid == 0) a.row_loss[row] = T(ops::kernel::cross_entropy_loss(lse, A(x[target])));
   if (!a.dlogits) return;
   T* g = a.dlogits + row * V;
-  for (index_t i = tid; i < V; i += Threads) g[i] += ops::kernel::cross_entropy_dx(x[i], lse, a.scale, i == target);
+  for (index_t i = tid; i < V; i += Threads) g[i] += ops::kernel::cross_entropy_dx(A(x[i]), lse, a.scale, i == target);
 }
 
 }  // namespace cuda_detail
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(Threads) cross_entropy_kernel(cross_entropy_ar
 // The fused loss-and-gradient pass of ops::cross_entropy: row_loss[r] = each row's loss (0 if ignored)
 // and, when dlogits is non-empty, dlogits += scale * (softmax - onehot) on counted rows. Arguments as
 // ops::cross_entropy has checked them (a direct caller, the benchmark, must pass the same); the count
-// and the mean stay in the op. f32 and f64. A template, so that the kernel is compiled only where it is
+// and the mean stay in the op. f32, f64 and bf16. A template, so that the kernel is compiled only where it is
 // called; backend::cuda::cross_entropy_rows runs the default block size.
 template <int Threads = cuda_detail::cross_entropy_threads>
 void cuda_cross_entropy_rows(const cuda& be, const tensor& dlogits, const tensor& row_loss, const tensor& logits,
@@ -82,10 +83,10 @@ void cuda_cross_entropy_rows(const cuda& be, const tensor& dlogits, const tensor
   const index_t V = logits.shape.last(), N = ops::rows_of(logits);
   if (N == 0) return;
   check(N <= INT_MAX, op, ": ", N, " rows exceed the grid limit");
-  ops::dispatch_float(op, logits.type, [&](auto t) {
+  ops::dispatch_storage(op, logits.type, [&](auto t) {
     using T = decltype(t);
     const cuda_detail::cross_entropy_args<T> a{static_cast<T*>(dlogits.data), row_loss.ptr<T>(), logits.ptr<T>(),
-                                               targets.ptr<std::int32_t>(), V, static_cast<T>(scale)};
+                                               targets.ptr<std::int32_t>(), V, static_cast<compute_t<T>>(scale)};
     cuda_detail::scoped_device on(be.device());
     cuda_detail::cross_entropy_kernel<T, Threads><<<static_cast<unsigned>(N), Threads, 0, be.stream()>>>(a);
     LWCL_CUDA_CHECK_LAUNCH(op.data());

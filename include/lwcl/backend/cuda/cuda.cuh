@@ -156,35 +156,44 @@ class cuda {
 
   // Row-major C[M,N] = alpha * op(A) * op(B) + beta * C. cuBLAS is column-major, and a row-major
   // matrix is its transpose in column-major, so this computes C^T = op(B)^T op(A)^T: the operands
-  // swap places and M and N swap, with no data movement.
+  // swap places and M and N swap, with no data movement. bf16 operands go to cublasGemmEx with f32
+  // accumulation (CUBLAS_COMPUTE_32F) and f32 alpha/beta, on the tensor cores.
   template <class T>
-  void gemm(bool ta, bool tb, index_t M, index_t N, index_t K, T alpha, const T* A, index_t lda, const T* B, index_t ldb,
-            T beta, T* C, index_t ldc) const {
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "backend::cuda::gemm: T must be float or double");
+  void gemm(bool ta, bool tb, index_t M, index_t N, index_t K, compute_t<T> alpha, const T* A, index_t lda, const T* B,
+            index_t ldb, compute_t<T> beta, T* C, index_t ldc) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>,
+                  "backend::cuda::gemm: T must be float, double or bf16");
     if (M == 0 || N == 0) return;
     cuda_detail::scoped_device on(device_);
     const cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if constexpr (std::is_same_v<T, float>)
       LWCL_CUBLAS_CHECK(cublasSgemm_64(blas_, opB, opA, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
-    else
+    else if constexpr (std::is_same_v<T, double>)
       LWCL_CUBLAS_CHECK(cublasDgemm_64(blas_, opB, opA, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    else
+      LWCL_CUBLAS_CHECK(cublasGemmEx_64(blas_, opB, opA, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C,
+                                        CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   // `batch` GEMMs whose operands sit at fixed strides from each other (one strided-batched call).
   template <class T>
-  void gemm_batched(bool ta, bool tb, index_t M, index_t N, index_t K, T alpha, const T* A, index_t lda, index_t strideA,
-                    const T* B, index_t ldb, index_t strideB, T beta, T* C, index_t ldc, index_t strideC,
-                    index_t batch) const {
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                  "backend::cuda::gemm_batched: T must be float or double");
+  void gemm_batched(bool ta, bool tb, index_t M, index_t N, index_t K, compute_t<T> alpha, const T* A, index_t lda,
+                    index_t strideA, const T* B, index_t ldb, index_t strideB, compute_t<T> beta, T* C, index_t ldc,
+                    index_t strideC, index_t batch) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>,
+                  "backend::cuda::gemm_batched: T must be float, double or bf16");
     if (M == 0 || N == 0 || batch == 0) return;
     cuda_detail::scoped_device on(device_);
     const cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if constexpr (std::is_same_v<T, float>)
       LWCL_CUBLAS_CHECK(cublasSgemmStridedBatched_64(blas_, opB, opA, N, M, K, &alpha, B, ldb, strideB, A, lda, strideA,
                                                      &beta, C, ldc, strideC, batch));
-    else
+    else if constexpr (std::is_same_v<T, double>)
       LWCL_CUBLAS_CHECK(cublasDgemmStridedBatched_64(blas_, opB, opA, N, M, K, &alpha, B, ldb, strideB, A, lda, strideA,
                                                      &beta, C, ldc, strideC, batch));
+    else
+      LWCL_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(blas_, opB, opA, N, M, K, &alpha, B, CUDA_R_16BF, ldb, strideB, A,
+                                                      CUDA_R_16BF, lda, strideA, &beta, C, CUDA_R_16BF, ldc, strideC, batch,
+                                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
   // ops::flash_attention_forward runs this when given a cuda backend: the tiled kernel of
@@ -193,6 +202,13 @@ class cuda {
   template <class Tensor>
   void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                                bool causal) const;
+  // ops::flash_attention_backward runs this when given a cuda backend: tiled kernels (also in
+  // flash_attention.cuh) taking the op's arguments after the op has checked them; it accumulates into
+  // dq, dk and dv and writes delta, like the host functors.
+  template <class Tensor>
+  void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& delta,
+                                const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                const Tensor& lse, bool causal) const;
 
   // ops::layernorm_* and ops::rmsnorm_* run these when given a cuda backend: fused kernels with one
   // block per row (norms.cuh, included at the end of this file, defines them), taking the ops'
@@ -217,6 +233,19 @@ class cuda {
   template <class Tensor>
   void cross_entropy_rows(const Tensor& dlogits, const Tensor& row_loss, const Tensor& logits, const Tensor& targets,
                           double scale) const;
+
+  // ---- sort.cuh and blaslt.cuh (included at the end of this file) define these ---------------------
+  // The ranking behind prune::allocate on a cuda backend: writes to order_host[0, n) the indices of
+  // keys_host[0, n) by descending key, equal keys by ascending index (a stable device radix sort). A
+  // template, so that only translation units that call it compile the sort kernels.
+  template <class = void>
+  void rank_descending(index_t* order_host, const double* keys_host, index_t n) const;
+  // cuBLASLt GEMM with a fused epilogue (see blaslt.cuh): out = act(inp @ weight^T + bias), saving the
+  // pre-activation in `pre` when act is GELU and `pre` is non-empty. A template, so that only
+  // translation units that call it compile it.
+  template <class Tensor>
+  bool linear_epilogue_forward(const Tensor& out, const Tensor& pre, const Tensor& inp, const Tensor& weight,
+                               const Tensor& bias, bool gelu) const;
 
   // Sum of n elements, accumulated in double. Waits for the result.
   template <class T>
@@ -332,3 +361,7 @@ class cuda {
 #include "lwcl/backend/cuda/norms.cuh"
 // The definition of cuda::cross_entropy_rows.
 #include "lwcl/backend/cuda/cross_entropy.cuh"
+// The definition of cuda::rank_descending.
+#include "lwcl/backend/cuda/sort.cuh"
+// The definition of cuda::linear_epilogue_forward.
+#include "lwcl/backend/cuda/blaslt.cuh"

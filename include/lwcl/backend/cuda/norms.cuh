@@ -79,10 +79,12 @@ struct layernorm_forward_args {
   const T* weight;
   const T* bias;  // may be null
   index_t C;
-  T eps;
+  compute_t<T> eps;
   bool cached;
 };
 
+// Rows are cached in shared memory in their storage type T; sums and statistics are formed in
+// compute_t<T> (float for bf16), as in the host functors.
 template <class T, int Threads, norm_stats Stats>
 __global__ void __launch_bounds__(Threads) layernorm_forward_kernel(layernorm_forward_args<T> a) {
   extern __shared__ __align__(16) unsigned char norm_smem[];
@@ -91,40 +93,41 @@ __global__ void __launch_bounds__(Threads) layernorm_forward_kernel(layernorm_fo
   const int tid = static_cast<int>(threadIdx.x);
   const T* x = a.inp + row * C;
   const T* src = a.cached ? row_s : x;
-  T m, s;
+  using A = compute_t<T>;
+  A m, s;
   if constexpr (Stats == norm_stats::one_pass) {
-    __shared__ typename cub::BlockReduce<norm_moments<T>, Threads>::TempStorage tmp;
-    __shared__ norm_moments<T> total;
-    norm_moments<T> part{T(0), T(0)};
+    __shared__ typename cub::BlockReduce<norm_moments<A>, Threads>::TempStorage tmp;
+    __shared__ norm_moments<A> total;
+    norm_moments<A> part{A(0), A(0)};
     for (index_t i = tid; i < C; i += Threads) {
       const T v = x[i];
       if (a.cached) row_s[i] = v;
-      part.sum += v;
-      part.sum_sq += v * v;
+      part.sum += A(v);
+      part.sum_sq += A(v) * A(v);
     }
-    const norm_moments<T> t = block_total<Threads>(part, tmp, total);
+    const norm_moments<A> t = block_total<Threads>(part, tmp, total);
     m = ops::kernel::layernorm_mean(t.sum, C);
     s = ops::kernel::layernorm_rstd_one_pass(t.sum, t.sum_sq, C, a.eps);
   } else {
-    __shared__ typename cub::BlockReduce<T, Threads>::TempStorage tmp;
-    __shared__ T total;
-    T part = 0;
+    __shared__ typename cub::BlockReduce<A, Threads>::TempStorage tmp;
+    __shared__ A total;
+    A part = 0;
     for (index_t i = tid; i < C; i += Threads) {
       const T v = x[i];
       if (a.cached) row_s[i] = v;
-      part += v;
+      part += A(v);
     }
     m = ops::kernel::layernorm_mean(block_total<Threads>(part, tmp, total), C);
     part = 0;
-    for (index_t i = tid; i < C; i += Threads) part += ops::kernel::layernorm_sq_dev(src[i], m);
+    for (index_t i = tid; i < C; i += Threads) part += ops::kernel::layernorm_sq_dev(A(src[i]), m);
     s = ops::kernel::layernorm_rstd(block_total<Threads>(part, tmp, total), C, a.eps);
   }
   T* y = a.out + row * C;
   for (index_t i = tid; i < C; i += Threads)
-    y[i] = ops::kernel::layernorm_out(src[i], m, s, a.weight[i], a.bias ? a.bias[i] : T(0));
+    y[i] = T(ops::kernel::layernorm_out(A(src[i]), m, s, A(a.weight[i]), a.bias ? A(a.bias[i]) : A(0)));
   if (tid == 0) {
-    a.mean[row] = m;
-    a.rstd[row] = s;
+    a.mean[row] = T(m);
+    a.rstd[row] = T(s);
   }
 }
 
@@ -144,7 +147,8 @@ struct layernorm_backward_args {
 template <class T, int Threads>
 __global__ void __launch_bounds__(Threads) layernorm_backward_kernel(layernorm_backward_args<T> a) {
   extern __shared__ __align__(16) unsigned char norm_smem[];
-  using sums = ops::kernel::layernorm_grad_sums<T>;
+  using A = compute_t<T>;
+  using sums = ops::kernel::layernorm_grad_sums<A>;
   __shared__ typename cub::BlockReduce<sums, Threads>::TempStorage tmp;
   __shared__ sums total;
   const index_t row = blockIdx.x, C = a.C;
@@ -153,22 +157,23 @@ __global__ void __launch_bounds__(Threads) layernorm_backward_kernel(layernorm_b
   T* dy_s = x_s + C;
   const T* x = a.inp + row * C;
   const T* dy = a.dout + row * C;
-  const T m = a.mean[row], s = a.rstd[row];
-  sums part{T(0), T(0)};
+  const A m = a.mean[row], s = a.rstd[row];
+  sums part{A(0), A(0)};
   for (index_t i = tid; i < C; i += Threads) {
     const T xv = x[i], dyv = dy[i];
     if (a.cached) {
       x_s[i] = xv;
       dy_s[i] = dyv;
     }
-    part.add(dyv, a.weight[i], xv, m, s);
+    part.add(A(dyv), A(a.weight[i]), A(xv), m, s);
   }
   const sums t = block_total<Threads>(part, tmp, total);
-  const T g_mean = t.g / static_cast<T>(C), gx_mean = t.gx / static_cast<T>(C);
+  const A g_mean = t.g / static_cast<A>(C), gx_mean = t.gx / static_cast<A>(C);
   const T* xr = a.cached ? x_s : x;
   const T* dyr = a.cached ? dy_s : dy;
   T* dx = a.dinp + row * C;
-  for (index_t i = tid; i < C; i += Threads) dx[i] += ops::kernel::layernorm_dx(dyr[i], a.weight[i], xr[i], m, s, g_mean, gx_mean);
+  for (index_t i = tid; i < C; i += Threads)
+    dx[i] += ops::kernel::layernorm_dx(A(dyr[i]), A(a.weight[i]), A(xr[i]), m, s, g_mean, gx_mean);
 }
 
 template <class T>
@@ -178,30 +183,31 @@ struct rmsnorm_forward_args {
   const T* inp;
   const T* weight;
   index_t C;
-  T eps;
+  compute_t<T> eps;
   bool cached;
 };
 
 template <class T, int Threads>
 __global__ void __launch_bounds__(Threads) rmsnorm_forward_kernel(rmsnorm_forward_args<T> a) {
+  using A = compute_t<T>;
   extern __shared__ __align__(16) unsigned char norm_smem[];
-  __shared__ typename cub::BlockReduce<T, Threads>::TempStorage tmp;
-  __shared__ T total;
+  __shared__ typename cub::BlockReduce<A, Threads>::TempStorage tmp;
+  __shared__ A total;
   T* row_s = reinterpret_cast<T*>(norm_smem);
   const index_t row = blockIdx.x, C = a.C;
   const int tid = static_cast<int>(threadIdx.x);
   const T* x = a.inp + row * C;
-  T part = 0;
+  A part = 0;
   for (index_t i = tid; i < C; i += Threads) {
     const T v = x[i];
     if (a.cached) row_s[i] = v;
-    part += v * v;
+    part += A(v) * A(v);
   }
-  const T s = ops::kernel::rmsnorm_rstd(block_total<Threads>(part, tmp, total), C, a.eps);
+  const A s = ops::kernel::rmsnorm_rstd(block_total<Threads>(part, tmp, total), C, a.eps);
   const T* src = a.cached ? row_s : x;
   T* y = a.out + row * C;
-  for (index_t i = tid; i < C; i += Threads) y[i] = ops::kernel::rmsnorm_out(src[i], s, a.weight[i]);
-  if (tid == 0) a.rstd[row] = s;
+  for (index_t i = tid; i < C; i += Threads) y[i] = T(ops::kernel::rmsnorm_out(A(src[i]), s, A(a.weight[i])));
+  if (tid == 0) a.rstd[row] = T(s);
 }
 
 template <class T>
@@ -217,30 +223,31 @@ struct rmsnorm_backward_args {
 
 template <class T, int Threads>
 __global__ void __launch_bounds__(Threads) rmsnorm_backward_kernel(rmsnorm_backward_args<T> a) {
+  using A = compute_t<T>;
   extern __shared__ __align__(16) unsigned char norm_smem[];
-  __shared__ typename cub::BlockReduce<T, Threads>::TempStorage tmp;
-  __shared__ T total;
+  __shared__ typename cub::BlockReduce<A, Threads>::TempStorage tmp;
+  __shared__ A total;
   const index_t row = blockIdx.x, C = a.C;
   const int tid = static_cast<int>(threadIdx.x);
   T* x_s = reinterpret_cast<T*>(norm_smem);
   T* dy_s = x_s + C;
   const T* x = a.inp + row * C;
   const T* dy = a.dout + row * C;
-  const T s = a.rstd[row];
-  T part = 0;
+  const A s = a.rstd[row];
+  A part = 0;
   for (index_t i = tid; i < C; i += Threads) {
     const T xv = x[i], dyv = dy[i];
     if (a.cached) {
       x_s[i] = xv;
       dy_s[i] = dyv;
     }
-    part += ops::kernel::rmsnorm_grad_term(dyv, a.weight[i], xv);
+    part += ops::kernel::rmsnorm_grad_term(A(dyv), A(a.weight[i]), A(xv));
   }
-  const T gx_mean = block_total<Threads>(part, tmp, total) / static_cast<T>(C);
+  const A gx_mean = block_total<Threads>(part, tmp, total) / static_cast<A>(C);
   const T* xr = a.cached ? x_s : x;
   const T* dyr = a.cached ? dy_s : dy;
   T* dx = a.dinp + row * C;
-  for (index_t i = tid; i < C; i += Threads) dx[i] += ops::kernel::rmsnorm_dx(dyr[i], a.weight[i], xr[i], s, gx_mean);
+  for (index_t i = tid; i < C; i += Threads) dx[i] += ops::kernel::rmsnorm_dx(A(dyr[i]), A(a.weight[i]), A(xr[i]), s, gx_mean);
 }
 
 // Runs launch(threads, smem, cached) with threads = 128 or 256 (picked by C, as a std::integral_constant
@@ -262,7 +269,7 @@ void launch_norm(const cuda& be, std::string_view op, index_t N, index_t C, int 
 
 // The fused layernorm forward with either statistics; backend::cuda::layernorm_forward runs the
 // two-pass default. Arguments as ops::layernorm_forward has checked them (shapes, dtypes): a direct
-// caller (the benchmark) must pass the same. f32 and f64. A template, so that the kernels are compiled
+// caller (the benchmark) must pass the same. f32, f64 and bf16. A template, so that the kernels are compiled
 // only where it is called.
 template <norm_stats Stats = norm_stats::two_pass>
 void cuda_layernorm_forward(const cuda& be, const tensor& out, const tensor& mean, const tensor& rstd, const tensor& inp,
@@ -270,10 +277,10 @@ void cuda_layernorm_forward(const cuda& be, const tensor& out, const tensor& mea
   constexpr std::string_view op = "cuda_layernorm_forward";
   const index_t C = inp.shape.last(), N = ops::rows_of(inp);
   if (N == 0) return;
-  ops::dispatch_float(op, inp.type, [&](auto t) {
+  ops::dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     const cuda_detail::layernorm_forward_args<T> a{out.ptr<T>(),    mean.ptr<T>(), rstd.ptr<T>(), inp.ptr<T>(),
-                                                   weight.ptr<T>(), static_cast<const T*>(bias.data), C, static_cast<T>(eps),
+                                                   weight.ptr<T>(), static_cast<const T*>(bias.data), C, static_cast<compute_t<T>>(eps),
                                                    false};
     cuda_detail::launch_norm<T>(be, op, N, C, 1, [&](auto threads, std::size_t smem, bool cached) {
       constexpr int Threads = decltype(threads)::value;
@@ -298,7 +305,7 @@ void cuda::layernorm_backward(const Tensor& dinp, const Tensor& dweight, const T
   constexpr std::string_view op = "cuda_layernorm_backward";
   const index_t C = inp.shape.last(), N = ops::rows_of(inp);
   if (N == 0) return;
-  ops::dispatch_float(op, inp.type, [&](auto t) {
+  ops::dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     cuda_detail::launch_norm<T>(*this, op, N, C, 2, [&](auto threads, std::size_t smem, bool cached) {
       constexpr int Threads = decltype(threads)::value;
@@ -320,12 +327,12 @@ void cuda::rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& 
   constexpr std::string_view op = "cuda_rmsnorm_forward";
   const index_t C = inp.shape.last(), N = ops::rows_of(inp);
   if (N == 0) return;
-  ops::dispatch_float(op, inp.type, [&](auto t) {
+  ops::dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     cuda_detail::launch_norm<T>(*this, op, N, C, 1, [&](auto threads, std::size_t smem, bool cached) {
       constexpr int Threads = decltype(threads)::value;
       const cuda_detail::rmsnorm_forward_args<T> a{out.template ptr<T>(), rstd.template ptr<T>(), inp.template ptr<T>(),
-                                                   weight.template ptr<T>(), C, static_cast<T>(eps), cached};
+                                                   weight.template ptr<T>(), C, static_cast<compute_t<T>>(eps), cached};
       cuda_detail::rmsnorm_forward_kernel<T, Threads><<<static_cast<unsigned>(N), Threads, smem, stream()>>>(a);
     });
   });
@@ -338,7 +345,7 @@ void cuda::rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Ten
   constexpr std::string_view op = "cuda_rmsnorm_backward";
   const index_t C = inp.shape.last(), N = ops::rows_of(inp);
   if (N == 0) return;
-  ops::dispatch_float(op, inp.type, [&](auto t) {
+  ops::dispatch_storage(op, inp.type, [&](auto t) {
     using T = decltype(t);
     cuda_detail::launch_norm<T>(*this, op, N, C, 2, [&](auto threads, std::size_t smem, bool cached) {
       constexpr int Threads = decltype(threads)::value;

@@ -7,11 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include "lwcl/backend/host/gemm_openblas.hpp"
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
+#include "lwcl/tensor/dtype.hpp"
 
 namespace lwcl::backend {
 
@@ -78,27 +81,39 @@ struct host {
   // synchronisation costs, badly so when another process holds a core.
   static constexpr double serial_gemm_mnk = 8.0 * (1 << 20);
 
-  // Row-major C[M,N] = alpha * op(A) * op(B) + beta * C.
+  // Row-major C[M,N] = alpha * op(A) * op(B) + beta * C. bf16 operands are widened to f32, multiplied
+  // by the f32 provider and the result rounded once: the reference for the GPU's bf16 GEMMs (f32
+  // accumulation), not a fast path.
   template <class T>
-  void gemm(bool ta, bool tb, index_t M, index_t N, index_t K, T alpha, const T* A, index_t lda, const T* B, index_t ldb,
-            T beta, T* C, index_t ldc) const {
+  void gemm(bool ta, bool tb, index_t M, index_t N, index_t K, compute_t<T> alpha, const T* A, index_t lda, const T* B,
+            index_t ldb, compute_t<T> beta, T* C, index_t ldc) const {
     if (M == 0 || N == 0) return;
+    if constexpr (std::is_same_v<T, bf16>) {
+      gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    } else {
     if (static_cast<double>(M) * N * K < serial_gemm_mnk) {
       detail::single_threaded guard;
       Gemm::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       return;
     }
     Gemm::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
   }
   // `batch` GEMMs whose operands sit at fixed strides from each other. Small GEMMs (attention's
   // per-head products) are spread over threads one whole GEMM each, which keeps every output's
   // summation order independent of the thread count; inside the parallel region OpenBLAS runs on the
   // calling thread alone.
   template <class T>
-  void gemm_batched(bool ta, bool tb, index_t M, index_t N, index_t K, T alpha, const T* A, index_t lda, index_t strideA,
-                    const T* B, index_t ldb, index_t strideB, T beta, T* C, index_t ldc, index_t strideC,
-                    index_t batch) const {
+  void gemm_batched(bool ta, bool tb, index_t M, index_t N, index_t K, compute_t<T> alpha, const T* A, index_t lda,
+                    index_t strideA, const T* B, index_t ldb, index_t strideB, compute_t<T> beta, T* C, index_t ldc,
+                    index_t strideC, index_t batch) const {
     if (M == 0 || N == 0 || batch <= 0) return;
+    if constexpr (std::is_same_v<T, bf16>) {
+      for (index_t b = 0; b < batch; ++b)
+        gemm_bf16(ta, tb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta, C + b * strideC, ldc);
+      return;
+    } else {
     const double mnk = static_cast<double>(M) * N * K;
     if (batch > 1 && mnk < serial_gemm_mnk && mnk * batch >= parallel_work) {
 #pragma omp parallel for schedule(static)
@@ -108,7 +123,11 @@ struct host {
     }
     for (index_t b = 0; b < batch; ++b)
       gemm(ta, tb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta, C + b * strideC, ldc);
+    }
   }
+
+  void gemm_bf16(bool ta, bool tb, index_t M, index_t N, index_t K, float alpha, const bf16* A, index_t lda, const bf16* B,
+                 index_t ldb, float beta, bf16* C, index_t ldc) const;
 
   // Sum of n elements, accumulated in double.
   template <class T>
@@ -129,5 +148,23 @@ struct host {
 };
 
 using cpu = host<>;
+
+template <class Gemm>
+void host<Gemm>::gemm_bf16(bool ta, bool tb, index_t M, index_t N, index_t K, float alpha, const bf16* A, index_t lda,
+                           const bf16* B, index_t ldb, float beta, bf16* C, index_t ldc) const {
+  // Stored extents: op(A) is M x K, so A holds (ta ? K : M) rows of ld lda; likewise B.
+  auto widen = [](const bf16* src, index_t rows, index_t cols, index_t ld) {
+    std::vector<float> w(static_cast<std::size_t>(rows * cols));
+    for (index_t r = 0; r < rows; ++r)
+      for (index_t c = 0; c < cols; ++c) w[static_cast<std::size_t>(r * cols + c)] = src[r * ld + c];
+    return w;
+  };
+  const std::vector<float> a = widen(A, ta ? K : M, ta ? M : K, lda);
+  const std::vector<float> b = widen(B, tb ? N : K, tb ? K : N, ldb);
+  std::vector<float> c = beta != 0.0f ? widen(C, M, N, ldc) : std::vector<float>(static_cast<std::size_t>(M * N), 0.0f);
+  gemm<float>(ta, tb, M, N, K, alpha, a.data(), ta ? M : K, b.data(), tb ? K : N, beta, c.data(), N);
+  for (index_t r = 0; r < M; ++r)
+    for (index_t j = 0; j < N; ++j) C[r * ldc + j] = bf16(c[static_cast<std::size_t>(r * N + j)]);
+}
 
 }  // namespace lwcl::backend

@@ -96,7 +96,8 @@ struct memory_budget {
   index_t input_tensors = 2;
 
   // The bytes segment s needs, whatever the budget.
-  // Parameters, gradients and both moments are counted in `type`, as lwcl's AdamW keeps them.
+  // Parameters and gradients are counted in `type`; AdamW keeps both moments in the compute type, plus
+  // an f32 master copy for bf16 parameters (optim::adamw).
   segment_memory memory_of(const model::model_config& m, segment s) const {
     validate(m);
     check(0 <= s.first && s.first < s.last && s.last <= m.n_layers(), name, ": segment [", s.first, ", ", s.last,
@@ -106,7 +107,8 @@ struct memory_budget {
     segment_memory out;
     out.parameters = static_cast<std::size_t>(stored_parameter_elements(m, s)) * size;
     out.gradients = out.parameters;
-    out.optimizer = 2 * out.parameters;
+    const auto elements = static_cast<std::size_t>(stored_parameter_elements(m, s));
+    out.optimizer = type == dtype::bf16 ? 3 * elements * dtype_size(dtype::f32) : 2 * out.parameters;
     out.activations = stack_activation_bytes(m, s, batch, seq, type);
     out.work = 2 * features + static_cast<std::size_t>(2 * batch * seq) * size;
     out.inputs = static_cast<std::size_t>(input_tensors) * features;
