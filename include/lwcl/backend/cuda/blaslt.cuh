@@ -17,6 +17,7 @@
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
 #include "lwcl/ops/common.hpp"
+#include "lwcl/ops/linear.hpp"
 #include "lwcl/tensor/tensor.hpp"
 
 namespace lwcl::backend {
@@ -125,22 +126,6 @@ cublasLtMatmulAlgo_t cached_lt_algo(const lt_algo_key& key, bool& found, Query&&
   return algo;
 }
 
-inline shape with_last_extent(const shape& s, index_t last) {
-  shape r;
-  for (int a = 0; a + 1 < s.rank(); ++a) r.push(s[a]);
-  r.push(last);
-  return r;
-}
-
-// cuBLASLt, like BLAS, gives wrong results when an output overlaps an input.
-inline void expect_no_overlap(std::string_view op, std::string_view a_name, const tensor& a, std::string_view b_name,
-                              const tensor& b) {
-  if (a.data == nullptr || b.data == nullptr) return;
-  const auto a0 = reinterpret_cast<std::uintptr_t>(a.data), b0 = reinterpret_cast<std::uintptr_t>(b.data);
-  check(a0 + a.bytes() <= b0 || b0 + b.bytes() <= a0, op, ": ", a_name, " overlaps ", b_name,
-        " in memory; the output needs its own storage");
-}
-
 // The work of cuda::linear_epilogue_forward, for the backend `be` whose cuBLAS workspace is
 // (workspace, workspace_bytes). Inconsistent arguments (shapes, mixed dtypes, overlapping outputs,
 // pre without gelu) throw lwcl::error. A consistent case that this cuBLASLt path does not take (a dtype
@@ -152,26 +137,17 @@ bool lt_linear_epilogue(const cuda& be, void* workspace, std::size_t workspace_b
                         const tensor& pre, const tensor& inp, const tensor& weight, const tensor& bias, bool gelu,
                         bool throw_if_declined) {
   constexpr std::string_view op = "cuda::linear_epilogue_forward";
-  ops::expect_nonempty(op, "inp", inp);
-  ops::expect_nonempty(op, "weight", weight);
-  const index_t IC = inp.shape.last(), N = ops::rows_of(inp);
-  check(weight.shape.rank() == 2 && weight.shape[1] == IC, op, ": weight has shape ", weight.shape.str(),
-        ", expected [OC, ", IC, "] (IC = ", IC, " from inp ", inp.shape.str(), ")");
-  const index_t OC = weight.shape[0];
-  const shape out_shape = with_last_extent(inp.shape, OC);
-  ops::expect_nonempty(op, "out", out);
-  ops::expect_shape(op, "out", out, out_shape);
-  if (bias.data) ops::expect_shape(op, "bias", bias, shape{OC});
+  // The checks of ops::linear_forward for out, then those of the saved GELU input.
+  const ops::linear_detail::linear_dims dims = ops::linear_detail::check_forward(op, "out", out, inp, weight, bias);
+  const index_t N = dims.N, IC = dims.IC, OC = dims.OC;
   if (pre.data) {
     check(gelu, op, ": pre (the saved GELU input) is written only when gelu is true; pass an empty tensor");
-    ops::expect_shape(op, "pre", pre, out_shape);
+    ops::expect_shape(op, "pre", pre, out.shape);
   }
-  ops::expect_same_dtype(op, {{"inp", &inp}, {"weight", &weight}, {"out", &out}, {"bias", &bias}, {"pre", &pre}});
-  expect_no_overlap(op, "out", out, "inp", inp);
-  expect_no_overlap(op, "out", out, "weight", weight);
-  expect_no_overlap(op, "pre", pre, "out", out);
-  expect_no_overlap(op, "pre", pre, "inp", inp);
-  expect_no_overlap(op, "pre", pre, "weight", weight);
+  ops::expect_same_dtype(op, {{"inp", &inp}, {"pre", &pre}});
+  ops::linear_detail::expect_disjoint(op, "pre", pre, "out", out);
+  ops::linear_detail::expect_disjoint(op, "pre", pre, "inp", inp);
+  ops::linear_detail::expect_disjoint(op, "pre", pre, "weight", weight);
 
   auto decline = [&](auto&&... why) {
     if (throw_if_declined) fail(op, ": ", why...);
