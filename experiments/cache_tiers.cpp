@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common.hpp"
-#include "lwcl/distill/cache/exponent_codec.hpp"
-#include "lwcl/distill/cache/zstd_codec.hpp"
+#include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/policies/cache/compressed.hpp"
 #include "lwcl/policies/cache/disk.hpp"
 #include "lwcl/policies/cache/host.hpp"
@@ -25,7 +25,7 @@
 
 using namespace lwcl;
 using namespace lwcl::experiments;
-namespace cache = lwcl::policies::cache;
+namespace tiers = lwcl::policies::cache;
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl cache tiers: one pruned student, one step budget, five feature-cache tiers"};
@@ -61,11 +61,11 @@ int main(int argc, char** argv) {
     po.prefetch = {prefetch_threads, ring};
 
     const std::map<std::string, std::string> short_name = {
-        {std::string(cache::host::name), "host"},
-        {std::string(cache::disk::name), "disk"},
-        {std::string(cache::compressed<cache::host, distill::exponent_codec>::name), "host_exponent"},
-        {std::string(cache::compressed<cache::host, distill::zstd_codec>::name), "host_zstd"},
-        {std::string(cache::compressed<cache::disk, distill::exponent_codec>::name), "disk_exponent"}};
+        {std::string(tiers::host::name), "host"},
+        {std::string(tiers::disk::name), "disk"},
+        {std::string(tiers::compressed<tiers::host, codec::exponent_codec>::name), "host_exponent"},
+        {std::string(tiers::compressed<tiers::host, codec::zstd_codec>::name), "host_zstd"},
+        {std::string(tiers::compressed<tiers::disk, codec::exponent_codec>::name), "disk_exponent"}};
     struct tier_row {
       std::string name, policy, tier;
       double stall_fraction = 0, stall_seconds = 0, step_seconds = 0, wall_seconds = 0, teacher_pass_seconds = 0;
@@ -75,9 +75,9 @@ int main(int argc, char** argv) {
     std::vector<tier_row> tiers;
     std::vector<std::pair<std::string, distill::student_state>> students;
 
-    sweep(alternatives<key::cache>(cache::host{}, cache::disk{}, cache::compressed<cache::host, distill::exponent_codec>{},
-                                   cache::compressed<cache::host, distill::zstd_codec>{.codec = distill::zstd_codec(zstd_level)},
-                                   cache::compressed<cache::disk, distill::exponent_codec>{}),
+    sweep(alternatives<key::cache>(tiers::host{}, tiers::disk{}, tiers::compressed<tiers::host, codec::exponent_codec>{},
+                                   tiers::compressed<tiers::host, codec::zstd_codec>{.codec = codec::zstd_codec(zstd_level)},
+                                   tiers::compressed<tiers::disk, codec::exponent_codec>{}),
           slot<key::pruning>(policies::pruning::wanda_sp{}), [&](const auto& bundle) {
             using cache_t = typename std::remove_cvref_t<decltype(bundle)>::cache_type;
             const std::string name = short_name.at(std::string(cache_t::name));

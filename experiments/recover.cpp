@@ -24,7 +24,7 @@
 using namespace lwcl;
 using namespace lwcl::experiments;
 namespace cur = lwcl::policies::curriculum;
-namespace cache = lwcl::policies::cache;
+namespace tiers = lwcl::policies::cache;
 
 namespace {
 
@@ -41,6 +41,17 @@ std::vector<index_t> layer_map(const std::vector<index_t>& given, const fs::path
   check(student_layers == teacher_layers, "recover: the student has ", student_layers, " layers and the teacher ",
         teacher_layers, "; give the layer map with --boundaries (student layer i replaces teacher layers [b[i], b[i+1]))");
   return model::identity_boundaries(student_layers);
+}
+
+// The criterion that pruned the student, from experiments/prune's summary.json beside its folder: the
+// run is labelled with it (the pipeline never runs the pruning slot).
+std::string pruned_by(const fs::path& student_dir) {
+  const auto summary = student_dir.parent_path() / "summary.json";
+  if (!fs::exists(summary)) return "unknown (no summary.json beside the student)";
+  const auto j = nlohmann::json::parse(read_text(summary));
+  check(j.contains("criterion") && j.at("criterion").is_string(), "recover: '", summary.string(),
+        "' has no string field 'criterion' (experiments/prune writes one)");
+  return j.at("criterion").get<std::string>();
 }
 
 }  // namespace
@@ -89,18 +100,20 @@ int main(int argc, char** argv) {
     po.final_kd_share = kd_share;
     po.checkpoint_every = checkpoint_every;
     po.validation_ids = validation_ids(opt.data, static_cast<std::size_t>(2 * opt.batch * opt.seq) + 1);
+    po.policy_labels["pruning"] = pruned_by(student_dir);
     auto teacher = [&] { return load_model(be, opt.teacher); };
 
     auto go = [&](auto curriculum_policy, auto cache_policy) {
+      // The pruning slot must hold a criterion; policy_labels writes the real one into the run's files.
       const auto bundle = make_policies(slot<key::pruning>(policies::pruning::magnitude_l2{}),
                                         slot<key::curriculum>(curriculum_policy), slot<key::cache>(cache_policy));
       auto pipe = distill::make_pipeline(be, bundle, po);
       return pipe.run(teacher, student, map, train.loader, opt.out);
     };
     auto with_cache = [&](auto curriculum_policy) {
-      if (cache_name == "disk") return go(curriculum_policy, cache::disk{});
-      if (cache_name == "compressed") return go(curriculum_policy, cache::compressed<cache::disk, distill::exponent_codec>{});
-      return go(curriculum_policy, cache::host{});
+      if (cache_name == "disk") return go(curriculum_policy, tiers::disk{});
+      if (cache_name == "compressed") return go(curriculum_policy, tiers::compressed<tiers::disk, codec::exponent_codec>{});
+      return go(curriculum_policy, tiers::host{});
     };
     distill::pipeline_result r;
     if (curriculum == "none") {

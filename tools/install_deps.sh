@@ -11,7 +11,7 @@
 #                                    ${LWCL_MODELS:-$HOME/.cache/lwcl/models}/all-MiniLM-L6-v2
 set -euo pipefail
 
-base=(cmake make g++ clang libomp-dev pkg-config
+base=(cmake make g++ clang libomp-dev pkg-config ccache python3
       libboost-dev doctest-dev libbenchmark-dev libopenblas-openmp-dev
       nlohmann-json3-dev libzstd-dev libcli11-dev libpng-dev libicu-dev)
 bench=(libblis-dev libdnnl-dev)

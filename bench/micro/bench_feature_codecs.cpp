@@ -25,8 +25,8 @@
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/loader.hpp"
-#include "lwcl/distill/cache/exponent_codec.hpp"
-#include "lwcl/distill/cache/zstd_codec.hpp"
+#include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_outputs.hpp"
 #include "lwcl/model/transformer.hpp"
@@ -234,7 +234,7 @@ std::string cell(double v) {
 
 // Per boundary: value scale, the entropy of the f32 exponent byte, and both codecs' ratios (one
 // encoding each, untimed), so the timed boundaries can be placed among the others.
-void print_boundary_profile(const distill::exponent_codec& ex, const distill::zstd_codec& zs) {
+void print_boundary_profile(const codec::exponent_codec& ex, const codec::zstd_codec& zs) {
   const auto& f = features();
   std::printf("\nboundaries (%d batches of (%lld, %lld, %lld), one record each):\n", n_batches,
               static_cast<long long>(batch_rows), static_cast<long long>(seq_len), static_cast<long long>(f.width));
@@ -325,8 +325,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
 
-  const distill::exponent_codec exponent;
-  distill::zstd_codec zstd1(1);
+  const codec::exponent_codec exponent;
+  codec::zstd_codec zstd1(1);
   try {
     load_features(p);
   } catch (const lwcl::error& e) {

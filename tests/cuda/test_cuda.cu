@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "lwcl/backend/cuda/cuda.cuh"
-#include "lwcl/backend/cuda/feature_store.cuh"
+#include "lwcl/backend/cuda/cache/feature_stores.cuh"
 #include "lwcl/backend/host/gemm_naive.hpp"
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/memory.hpp"
@@ -23,6 +23,7 @@
 #include "lwcl/ops/elementwise.hpp"
 #include "lwcl/ops/embedding.hpp"
 #include "lwcl/ops/flash_attention.hpp"
+#include "lwcl/ops/fused.hpp"
 #include "lwcl/ops/layernorm.hpp"
 #include "lwcl/ops/linear.hpp"
 #include "lwcl/ops/rmsnorm.hpp"
@@ -31,6 +32,11 @@
 #include "support/check.hpp"
 
 using namespace lwcl;
+
+// backend::cuda declares every fused kernel it implements, so the ops call them (ops/fused.hpp).
+static_assert(ops::offers_fused_layernorm<backend::cuda> && ops::offers_fused_rmsnorm<backend::cuda> &&
+              ops::offers_fused_flash_attention<backend::cuda> && ops::offers_fused_cross_entropy<backend::cuda> &&
+              ops::offers_fused_linear_epilogue<backend::cuda> && ops::offers_device_ranking<backend::cuda>);
 using lwcl::test::rel_error;
 
 namespace {
@@ -941,9 +947,9 @@ TEST_CASE("cuda: feature cache tiers on the device and in pinned memory round-tr
   std::vector<float> f(2 * 8 * 16);
   for (std::size_t i = 0; i < f.size(); ++i) f[i] = std::sin(0.1f * static_cast<float>(i)) * 3.0f;
   const shape s{2, 8, 16};
-  distill::feature_cache<distill::device_store> dev;
-  distill::feature_cache<distill::pinned_host_store> pinned;
-  const distill::feature_key k{1, distill::source::teacher, 0};
+  lwcl::cache::feature_cache<lwcl::cache::device_store> dev;
+  lwcl::cache::feature_cache<lwcl::cache::pinned_host_store> pinned;
+  const lwcl::cache::feature_key k{1, lwcl::cache::source::teacher, 0};
   dev.put(k, f.data(), s, 0);
   pinned.put(k, f.data(), s, 0);
   std::vector<float> a(f.size()), b(f.size());

@@ -17,7 +17,7 @@
 #include "lwcl/distill/pipeline.hpp"
 #include "lwcl/policies/backend/cuda.hpp"
 #include "lwcl/policies/backend/host.hpp"
-#include "lwcl/policies/cache/cuda.cuh"
+#include "lwcl/backend/cuda/policies/cache.cuh"
 #include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/pruning/magnitude.hpp"
 #include "support/check.hpp"

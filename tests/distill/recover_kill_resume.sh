@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # experiments/recover end to end: a small gpt2 teacher trained on the project's docs, pruned by
 # experiments/prune (half the heads and FFN channels; and one run removing a layer, whose layer map comes
-# from summary.json), recovered with the full curriculum (easy to hard, ramp, doubling segments, final
+# from summary.json, as the pruning criterion the run is labelled with), recovered with the full curriculum (easy to hard, ramp, doubling segments, final
 # KD) on a compressed disk cache. One run is killed with SIGKILL at a random segment step and rerun: the
 # final student must be bitwise the uninterrupted run's, and the report's perplexity and error curve
 # must be there. A wrong layer map fails with a clear message.
@@ -54,6 +54,9 @@ assert a["val_protocol"].startswith("split=validation seq_len=32 stride=32 token
 # checked on the two-stage run below)
 assert len(a["cumulative_error"]) == 4 and len(a["cumulative_error_before"]) == 4, a
 assert a["cache"]["compression_ratio"] > 1.0, a["cache"]
+# labelled with the criterion that pruned the student (summary.json), in report.json and config.json
+assert a["policies"]["pruning"] == "wanda_sp", a["policies"]
+assert json.load(open(sys.argv[1].replace("report.json", "config.json")))["policies"]["pruning"] == "wanda_sp"
 PY
 for f in config.json metrics.jsonl report.json loss_curves.png memory.png cumulative_error.png student/config.json \
          student/vocab.json; do
@@ -73,6 +76,7 @@ python3 - "$work/c/report.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["policies"]["curriculum"] == "two_stage", r["policies"]
+assert r["policies"]["pruning"] == "block_influence", r["policies"]
 assert len(r["cumulative_error"]) == 3, r["cumulative_error"]
 assert r["cumulative_error"][-1] < r["cumulative_error_before"][-1], (r["cumulative_error_before"], r["cumulative_error"])
 PY

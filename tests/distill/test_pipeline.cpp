@@ -14,7 +14,7 @@
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/rng.hpp"
-#include "lwcl/distill/cache/disk_store.hpp"
+#include "lwcl/cache/disk_store.hpp"
 #include "lwcl/distill/pipeline.hpp"
 #include "lwcl/ops/distill_loss.hpp"
 #include "lwcl/policies/cache/compressed.hpp"
@@ -153,8 +153,8 @@ TEST_CASE("pipeline: a student equal to its teacher has zero local losses and ke
   };
   run(pol::cache::host{});
   run(pol::cache::disk{});
-  run(pol::cache::compressed<pol::cache::host, distill::exponent_codec>{});
-  run(pol::cache::compressed<pol::cache::disk, distill::zstd_codec>{});
+  run(pol::cache::compressed<pol::cache::host, codec::exponent_codec>{});
+  run(pol::cache::compressed<pol::cache::disk, codec::zstd_codec>{});
 }
 
 TEST_CASE("pipeline: cached features are the teacher's hidden states; one whole-model segment's gradient is the "
@@ -185,10 +185,10 @@ TEST_CASE("pipeline: cached features are the teacher's hidden states; one whole-
   std::vector<double> h_first(static_cast<std::size_t>(B * T * C));
   ops::embedding_forward(su.be, tensor(h_first.data(), {B, T, C}), tok, teacher->param("wte"), tensor());
 
-  distill::disk_store disk(su.dir / "run" / "features");
+  lwcl::cache::disk_store disk(su.dir / "run" / "features");
   std::vector<double> c0(h_first.size()), cL(h_first.size());
-  disk.read({0, distill::source::teacher, 0}, std::as_writable_bytes(std::span<double>(c0)));
-  disk.read({4, distill::source::teacher, 0}, std::as_writable_bytes(std::span<double>(cL)));
+  disk.read({0, lwcl::cache::source::teacher, 0}, std::as_writable_bytes(std::span<double>(c0)));
+  disk.read({4, lwcl::cache::source::teacher, 0}, std::as_writable_bytes(std::span<double>(cL)));
   CHECK(c0 == h_first);
   CHECK(cL == h_last);
 
@@ -297,7 +297,7 @@ TEST_CASE("pipeline: a run stopped at a random step resumes to bitwise the same 
   cur.inputs = {1, 4};
   cur.growth.final_kd = true;
   auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur),
-                              slot<key::cache>(pol::cache::compressed<pol::cache::disk, distill::exponent_codec>{}));
+                              slot<key::cache>(pol::cache::compressed<pol::cache::disk, codec::exponent_codec>{}));
   auto opts = quiet(70);  // 7 visits of 8 steps, 14 KD steps
   opts.checkpoint_every = 3;
   opts.save_student = true;

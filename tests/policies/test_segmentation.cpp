@@ -24,6 +24,24 @@ using namespace lwcl;
 using policies::segment;
 namespace seg = lwcl::policies::segmentation;
 
+// What a segmentation policy may ask of the run is a named capability: the shipped policies have it, and
+// a member with a slipped type (or none) does not pass for it, so the pipeline never half-fills one.
+static_assert(policies::needs_layer_difficulty<seg::balanced_difficulty> && policies::needs_batch_shape<seg::memory_budget>);
+static_assert(!policies::needs_layer_difficulty<seg::uniform<2>> && !policies::needs_batch_shape<seg::uniform<2>>);
+namespace slipped {
+struct float_difficulty {
+  std::vector<float> layer_difficulty;
+};
+struct int_batch {
+  int batch = 0;
+  index_t seq = 0;
+  dtype type = dtype::f32;
+  index_t input_tensors = 2;
+};
+}  // namespace slipped
+static_assert(!policies::needs_layer_difficulty<slipped::float_difficulty>);
+static_assert(!policies::needs_batch_shape<slipped::int_batch>);
+
 namespace {
 
 using segments = std::vector<segment>;

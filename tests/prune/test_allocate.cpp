@@ -31,8 +31,9 @@ prune::group_scores scores_for(const model::model_config& cfg) {
 }
 
 // A backend with its own ranking: selection of the largest remaining key, the first of equal keys,
-// written independently of detail::host_rank; counts its calls.
+// written independently of detail::host_rank; declares it (ops/fused.hpp) and counts its calls.
 struct ranking_backend {
+  static constexpr bool device_ranking = true;
   int calls = 0;
   void rank_descending(index_t* order, const double* keys, index_t n) {
     ++calls;

@@ -13,6 +13,7 @@
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/policies/pruning/magnitude.hpp"
 #include "lwcl/prune/allocate.hpp"
+#include "lwcl/prune/stats.hpp"
 #include "lwcl/prune/surgery.hpp"
 #include "support/check.hpp"
 

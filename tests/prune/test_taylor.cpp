@@ -10,6 +10,7 @@
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/policies/pruning/taylor.hpp"
 #include "lwcl/prune/local_gradients.hpp"
+#include "lwcl/prune/stats.hpp"
 #include "support/check.hpp"
 #include "support/fixture.hpp"
 

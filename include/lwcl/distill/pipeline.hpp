@@ -37,8 +37,8 @@
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/loader.hpp"
-#include "lwcl/distill/cache/feature_cache.hpp"
-#include "lwcl/distill/cache/prefetcher.hpp"
+#include "lwcl/cache/feature_cache.hpp"
+#include "lwcl/cache/prefetcher.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/distill/report.hpp"
 #include "lwcl/distill/segment_trainer.hpp"
@@ -118,7 +118,7 @@ struct pipeline_options {
   double kd_temperature = 1.0;
   long checkpoint_every = 50;              // segment steps; a visit's end always checkpoints; 0: only those
   bool resume = true;                      // continue from <run>/checkpoints/latest when present
-  prefetch_options prefetch{1, 3};         // threads and ring beyond what a step holds (hold is set here)
+  cache::prefetch_options prefetch{1, 3};         // threads and ring beyond what a step holds (hold is set here)
   // Queue the copies of step s + 1's features to compute memory before step s runs, into a second set
   // of feature buffers, so that they overlap it (on a device backend: the copy stream). Unset: on
   // device backends only. Results are the same either way.
@@ -134,6 +134,10 @@ struct pipeline_options {
   // and after recovery on the first eval_batches batches of them; both go into report.json.
   std::vector<std::int32_t> validation_ids;
   index_t eval_batches = 2;
+  // Names written for a slot instead of the bundle's policy name, in config.json, report.json and the
+  // checkpoint fingerprint: the pipeline never runs the pruning slot, so a program that recovers a
+  // student pruned elsewhere labels the run with the criterion that really pruned it (experiments/recover).
+  std::map<std::string, std::string> policy_labels;
 };
 
 struct pipeline_halted {};
@@ -214,7 +218,7 @@ struct pipeline_result {
   std::size_t kd_peak_compute_bytes = 0;  // the final KD stage's (teacher and student resident), 0 without it
   std::size_t peak_cache_bytes = 0;       // the store's peak stored bytes plus the largest prefetch ring
   std::map<std::string, std::size_t> tracker_peak_bytes;  // memory tracker peak per tier during the run
-  cache_stats cache;
+  cache::cache_stats cache;
   bool resumed = false, teacher_loaded = false, budget_exhausted = false;
   // With pipeline_options::validation_ids: perplexity after recovery (with its protocol), and the
   // per-layer relative error against the teacher before and after.
@@ -272,10 +276,9 @@ namespace pipeline_detail {
 // host memory under CUDA, so copies to the device are asynchronous), else the heap.
 template <class P>
 struct staging_of {
-  using type = heap_memory;
+  using type = cache::heap_memory;
 };
-template <class P>
-  requires requires { typename P::staging; }
+template <policies::stages_in_own_memory P>
 struct staging_of<P> {
   using type = typename P::staging;
 };
@@ -293,6 +296,7 @@ inline std::string checkpoint_name(long global_step, std::size_t phase, index_t 
 template <class PolicySet, class Backend = typename PolicySet::backend_type>
 class pipeline {
  public:
+  using segmentation_type = typename PolicySet::segmentation_type;
   using cache_policy_type = typename PolicySet::cache_type;
   using loss_type = typename PolicySet::loss_type;
   using store_type = typename cache_policy_type::store;
@@ -342,7 +346,7 @@ class pipeline {
     elapsed_before_ = 0;
     peak_staging_ = 0;
     partial_ = nlohmann::json();
-    res_.policies = describe(pol_);
+    res_.policies = policy_names();
     res_.total = opt_.total;
 
     std::error_code ec;
@@ -488,8 +492,19 @@ class pipeline {
             {"boundaries", tlo_},
             {"budget", opt_.total.str()},
             {"final_kd_share", opt_.final_kd_share},
-            {"policies", describe(pol_)},
+            {"policies", policy_names()},
             {"dtype", std::string(dtype_name(st_->type))}};
+  }
+
+  // The bundle's slot -> policy name, with pipeline_options::policy_labels applied.
+  std::map<std::string, std::string> policy_names() const {
+    auto names = describe(pol_);
+    for (const auto& [slot, label] : opt_.policy_labels) {
+      check(names.count(slot) == 1, "pipeline: policy_labels names slot '", slot,
+            "', expected one of segmentation, curriculum, pruning, cache, loss, backend");
+      names[slot] = label;
+    }
+    return names;
   }
 
   // ---- evaluation ----
@@ -515,7 +530,7 @@ class pipeline {
     check(static_cast<index_t>(s.params.size()) == s.layout.numel(), "pipeline: the student holds ", s.params.size(),
           " parameters for a layout of ", s.layout.numel());
     model::check_boundary_map(tlo, L, -1, "pipeline");
-    check(is_feature_dtype(s.type), "pipeline: the student trains in ", dtype_name(s.type),
+    check(cache::is_feature_dtype(s.type), "pipeline: the student trains in ", dtype_name(s.type),
           ", expected f32, bf16 or f64 (the feature cache's dtypes)");
     check(opt_.feature_batches >= 1, "pipeline: feature_batches is ", opt_.feature_batches, ", expected at least 1");
     check(opt_.total.amount > 0 && std::isfinite(opt_.total.amount), "pipeline: the budget is ", opt_.total.str(),
@@ -534,7 +549,7 @@ class pipeline {
 
   void write_config(const std::filesystem::path& run_dir, const student_state& s) const {
     nlohmann::json j;
-    j["policies"] = describe(pol_);
+    j["policies"] = policy_names();
     j["budget"] = {{"unit", budget_unit_name(opt_.total.unit)}, {"amount", opt_.total.amount}};
     j["options"] = {{"feature_batches", opt_.feature_batches}, {"final_kd_share", opt_.final_kd_share},
                     {"lr", opt_.lr},
@@ -571,19 +586,19 @@ class pipeline {
   }
   // The key and expected version of the student's input feature at boundary a: the student's own
   // embedding output equals the teacher's (pruning keeps the embeddings), so boundary 0 is read there.
-  prefetch_item student_item(index_t a, index_t batch) const {
-    if (a == 0) return prefetch_item({0, source::teacher, batch});
-    return prefetch_item({a, source::student, batch}, version_at(a));
+  cache::prefetch_item student_item(index_t a, index_t batch) const {
+    if (a == 0) return cache::prefetch_item({0, cache::source::teacher, batch});
+    return cache::prefetch_item({a, cache::source::student, batch}, version_at(a));
   }
-  prefetch_item teacher_item(index_t boundary, index_t batch) const { return prefetch_item({boundary, source::teacher, batch}); }
+  cache::prefetch_item teacher_item(index_t boundary, index_t batch) const { return cache::prefetch_item({boundary, cache::source::teacher, batch}); }
 
   // Host bytes of the feature under `it`, copied into `dst` in backend memory.
-  void load_feature(const prefetch_item& it, const tensor& dst) {
+  void load_feature(const cache::prefetch_item& it, const tensor& dst) {
     host_.resize(feature_bytes());
     cache_->read_raw(it.key, std::span<std::byte>(host_.data(), host_.size()), it.expected_version);
     be_.from_host(dst.data, host_.data(), host_.size());
   }
-  void put_feature(const feature_key& k, const tensor& src, std::uint64_t version) {
+  void put_feature(const cache::feature_key& k, const tensor& src, std::uint64_t version) {
     host_.resize(feature_bytes());
     be_.to_host(host_.data(), src.data, host_.size());
     cache_->put(k, tensor(host_.data(), st_->type, feature_shape()), version);
@@ -603,7 +618,7 @@ class pipeline {
     for (index_t b = 0; b < opt_.feature_batches; ++b) {
       bool have = true;
       for (index_t tb : wanted) {
-        const auto m = cache_->find_meta({tb, source::teacher, b});
+        const auto m = cache_->find_meta({tb, cache::source::teacher, b});
         have = have && m && m->shape == feature_shape() && m->type == st_->type;
       }
       if (have) continue;
@@ -621,7 +636,7 @@ class pipeline {
       model::for_each_layer_output(
           *teacher, ids, B_, T_,
           [&](index_t boundary, const tensor& h) {
-            if (std::binary_search(wanted.begin(), wanted.end(), boundary)) put_feature({boundary, source::teacher, b}, h, 0);
+            if (std::binary_search(wanted.begin(), wanted.end(), boundary)) put_feature({boundary, cache::source::teacher, b}, h, 0);
           },
           wanted.back());
     }
@@ -644,7 +659,7 @@ class pipeline {
       if (b == 0) return true;
       const std::uint64_t v = version_at(b);
       for (index_t k = 0; k < opt_.feature_batches; ++k) {
-        const auto m = cache_->find_meta({b, source::student, k});
+        const auto m = cache_->find_meta({b, cache::source::student, k});
         if (!m || m->version != v) return false;
       }
       return true;
@@ -670,11 +685,11 @@ class pipeline {
     model::block_stack<Backend> stack(be_, st_->config, from, a, lay, params.data(), nullptr, st_->type);
     owned_tensor<Backend> x(be_, st_->type, feature_shape()), y(be_, st_->type, feature_shape());
     const std::uint64_t v = version_at(a);
-    cache_->invalidate(a, source::student);
+    cache_->invalidate(a, cache::source::student);
     for (index_t k = 0; k < opt_.feature_batches; ++k) {
       load_feature(student_item(from, k), x.view());
       stack.forward(x.view(), y.view());
-      put_feature({a, source::student, k}, y.view(), v);
+      put_feature({a, cache::source::student, k}, y.view(), v);
     }
     res_.refresh_seconds += t.seconds();
     if (metrics_.is_open())
@@ -748,11 +763,11 @@ class pipeline {
   // exactly as the interrupted run did, not re-measure on weights trained since.
   nlohmann::json segmentation_inputs() const {
     nlohmann::json j = nlohmann::json::object();
-    if constexpr (requires { pol_.segmentation.layer_difficulty; }) j["layer_difficulty"] = pol_.segmentation.layer_difficulty;
+    if constexpr (policies::needs_layer_difficulty<segmentation_type>) j["layer_difficulty"] = pol_.segmentation.layer_difficulty;
     return j;
   }
   void restore_segmentation_inputs(const nlohmann::json& state) {
-    if constexpr (requires { pol_.segmentation.layer_difficulty; }) {
+    if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
       const auto& in = state.at("segmentation_inputs");
       if (in.contains("layer_difficulty")) pol_.segmentation.layer_difficulty = in.at("layer_difficulty").get<std::vector<double>>();
     }
@@ -762,7 +777,7 @@ class pipeline {
   // shape and dtype.
   void fill_segmentation_inputs() {
     auto& sp = pol_.segmentation;
-    if constexpr (requires { sp.layer_difficulty; }) {
+    if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
       if (sp.layer_difficulty.empty()) {
         std::vector<policies::segment> layers;
         for (index_t l = 0; l < st_->config.n_layers(); ++l) layers.push_back({l, l + 1});
@@ -775,12 +790,12 @@ class pipeline {
         }
       }
     }
-    if constexpr (requires { sp.batch; sp.seq; sp.type; }) {
+    if constexpr (policies::needs_batch_shape<segmentation_type>) {
       if (sp.batch == 0 && sp.seq == 0) {
         sp.batch = B_;
         sp.seq = T_;
         sp.type = st_->type;
-        if constexpr (requires { sp.input_tensors; }) sp.input_tensors = 3 * feature_sets();
+        sp.input_tensors = 3 * feature_sets();
       }
     }
   }
@@ -823,9 +838,9 @@ class pipeline {
                                     {pl_.be_, pl_.st_->type, pl_.feature_shape()}});
       }
       if constexpr (!device_resident) {
-        std::vector<prefetch_item> plan;
-        for (long s = s0; s < end; ++s) for_items(s, [&](const prefetch_item& it, int) { plan.push_back(it); });
-        prefetch_options po = pl_.opt_.prefetch;
+        std::vector<cache::prefetch_item> plan;
+        for (long s = s0; s < end; ++s) for_items(s, [&](const cache::prefetch_item& it, int) { plan.push_back(it); });
+        cache::prefetch_options po = pl_.opt_.prefetch;
         po.hold = Backend::is_device ? 3 : 1;  // a host copy is finished when copy_async returns
         po.ring += po.hold - 1;
         pf_.emplace(*pl_.cache_, std::move(plan), po);
@@ -856,7 +871,7 @@ class pipeline {
     // The visit stops before its planned end (a seconds budget's estimate): nothing is copied past it.
     void end_at(long end) { end_ = std::min(end_, end); }
     std::size_t set_count() const { return sets_.size(); }
-    prefetch_stats stats() const { return pf_ ? pf_->stats() : prefetch_stats{}; }
+    cache::prefetch_stats stats() const { return pf_ ? pf_->stats() : cache::prefetch_stats{}; }
 
    private:
     feature_set& set_of(long s) { return sets_[static_cast<std::size_t>(s) % sets_.size()]; }
@@ -873,16 +888,16 @@ class pipeline {
     void upload(long s) {
       pl_.be_.synchronize_copies();  // the buffers the next() calls below give back are copied out
       feature_set& fs = set_of(s);
-      for_items(s, [&](const prefetch_item& it, int which) {
+      for_items(s, [&](const cache::prefetch_item& it, int which) {
         load(it, which == 0 ? fs.xt.view() : which == 1 ? fs.xs.view() : fs.y.view());
       });
     }
 
-    void load(const prefetch_item& it, const tensor& dst) {
+    void load(const cache::prefetch_item& it, const tensor& dst) {
       if constexpr (device_resident) {
-        const record_view v = pl_.cache_->view(it.key, it.expected_version);
-        check(v.meta.enc == encoding::raw && v.meta.type == dst.type && v.meta.shape == dst.shape, "pipeline: cached feature ",
-              it.key.str(), " is ", dtype_name(v.meta.type), v.meta.shape.str(), " (", encoding_name(v.meta.enc), "), expected ",
+        const cache::record_view v = pl_.cache_->view(it.key, it.expected_version);
+        check(v.meta.enc == cache::encoding::raw && v.meta.type == dst.type && v.meta.shape == dst.shape, "pipeline: cached feature ",
+              it.key.str(), " is ", dtype_name(v.meta.type), v.meta.shape.str(), " (", cache::encoding_name(v.meta.enc), "), expected ",
               dst.describe());
         pl_.be_.copy(dst.data, v.bytes.data(), v.bytes.size());
       } else {
@@ -900,7 +915,7 @@ class pipeline {
     const std::vector<double>& share_;
     bool ahead_;
     std::vector<feature_set> sets_;
-    std::optional<prefetcher<store_type, staging_type>> pf_;
+    std::optional<cache::prefetcher<store_type, staging_type>> pf_;
   };
 
   // ---- one visit ----
@@ -1057,7 +1072,7 @@ class pipeline {
       ++version_counter_;
       for (index_t l = sg.first; l < sg.last; ++l) layer_version_[static_cast<std::size_t>(l)] = version_counter_;
       // Student features below the segment are still current; those above it are stale now.
-      for (index_t b = sg.first + 1; b <= st_->config.n_layers(); ++b) cache_->invalidate(b, source::student);
+      for (index_t b = sg.first + 1; b <= st_->config.n_layers(); ++b) cache_->invalidate(b, cache::source::student);
     }
     res_.visits.push_back(rep);
     partial_ = nlohmann::json();
@@ -1236,7 +1251,7 @@ class pipeline {
   student_state* st_ = nullptr;
   std::vector<index_t> tlo_;
   index_t B_ = 0, T_ = 0;
-  std::unique_ptr<feature_cache<store_type>> cache_;
+  std::unique_ptr<cache::feature_cache<store_type>> cache_;
   std::vector<policies::curriculum_phase> phases_;
   std::vector<long> visit_steps_;
   long kd_steps_planned_ = 0;

@@ -13,8 +13,6 @@
 
 namespace lwcl::model {
 
-inline std::string layer_prefix(index_t layer) { return "layers." + std::to_string(layer) + "."; }
-
 // Adds the parameters of layers [first, last) to `layout`.
 inline void add_stack_params(tensor_layout& layout, const model_config& cfg, index_t first, index_t last) {
   for (index_t l = first; l < last; ++l) add_block_params(layout, layer_prefix(l), shape_of_layer(cfg, l));

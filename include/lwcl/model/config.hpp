@@ -110,4 +110,7 @@ struct model_config {
   }
 };
 
+// The parameter-name prefix of block `layer` in checkpoints and layouts ("layers.3.").
+inline std::string layer_prefix(index_t layer) { return "layers." + std::to_string(layer) + "."; }
+
 }  // namespace lwcl::model

@@ -9,6 +9,7 @@
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/math.hpp"
 #include "lwcl/ops/common.hpp"
+#include "lwcl/ops/fused.hpp"
 
 namespace lwcl::ops {
 
@@ -120,7 +121,8 @@ struct cross_entropy_row {
 // / count into it. logits, dlogits: (..., V); targets: i32 with one id per row (a target >= V is an
 // error); row_loss: one element per row in the logits' dtype, left holding each row's loss (0 if ignored).
 //
-// A backend with a member cross_entropy_rows(dlogits, row_loss, logits, targets, scale) (backend::cuda:
+// A backend that declares fused_cross_entropy (ops/fused.hpp), with a member
+// cross_entropy_rows(dlogits, row_loss, logits, targets, scale) (backend::cuda:
 // a fused block-per-row kernel) runs it in place of the row functor for the loss-and-gradient pass.
 //
 // The count of counted rows is needed before the gradient can be scaled. It is found the same way on
@@ -147,7 +149,7 @@ double cross_entropy(Backend& be, const tensor& dlogits, const tensor& row_loss,
   }
   // Tested here rather than inside the dtype lambda below, where nvcc's front end does not discard the
   // call for a backend without the member.
-  constexpr bool fused_rows = requires { be.cross_entropy_rows(dlogits, row_loss, logits, targets, grad_scale); };
+  constexpr bool fused_rows = offers_fused_cross_entropy<Backend>;
   return dispatch_storage(op, logits.type, [&](auto t) -> double {
     using T = decltype(t);
     T* losses = row_loss.ptr<T>();

@@ -10,6 +10,7 @@
 #include "lwcl/core/math.hpp"
 #include "lwcl/ops/attention.hpp"
 #include "lwcl/ops/common.hpp"
+#include "lwcl/ops/fused.hpp"
 
 namespace lwcl::ops {
 
@@ -282,14 +283,14 @@ void backward_rows(Backend& be, const tensor& dq, const tensor& dk, const tensor
 // out = softmax(q k^T / sqrt(D) + mask) v per batch and query head, as attention_forward, and
 // lse[b, h, t] = log sum_j exp(q_t . k_j / sqrt(D)) over the keys row t sees. q, out: (B, T, H, D);
 // k, v: (B, T, KVH, D) with KVH dividing H; lse: (B, H, T). Memory beyond the arguments: none. A
-// backend with a member flash_attention_forward of the same arguments (backend::cuda: a tiled kernel)
+// backend that declares the fused kernel (ops/fused.hpp), with a member flash_attention_forward of the same arguments (backend::cuda: a tiled kernel)
 // runs it instead of the row functor. out must not overlap q, k or v.
 template <class Backend>
 void flash_attention_forward(Backend& be, const tensor& out, const tensor& lse, const tensor& q, const tensor& k,
                              const tensor& v, bool causal) {
   constexpr std::string_view op = "flash_attention_forward";
   const kernel::flash_dims d = flash_detail::check_forward(op, out, lse, q, k, v);
-  if constexpr (requires { be.flash_attention_forward(out, lse, q, k, v, causal); }) {
+  if constexpr (offers_fused_flash_attention<Backend>) {
     be.flash_attention_forward(out, lse, q, k, v, causal);
   } else {
     dispatch_float(op, q.type, [&](auto t) {
@@ -306,7 +307,7 @@ void flash_attention_forward(Backend& be, const tensor& out, const tensor& lse, 
 // Accumulates the gradients of flash_attention_forward into dq, dk, dv (a kv head collects the
 // gradients of its whole group of query heads). out and lse are the forward's outputs; delta (B, H, T)
 // is scratch, overwritten with dout . out per query row. Deterministic: every gradient element has one
-// writer, which loops over the rows that contribute to it. A backend with a member
+// writer, which loops over the rows that contribute to it. A backend that declares the fused kernel (ops/fused.hpp) with a member
 // flash_attention_backward of the same arguments (backend::cuda: tiled kernels) runs it instead of the
 // row functors.
 template <class Backend>
@@ -315,7 +316,7 @@ void flash_attention_backward(Backend& be, const tensor& dq, const tensor& dk, c
                               const tensor& lse, bool causal) {
   constexpr std::string_view op = "flash_attention_backward";
   const kernel::flash_dims d = flash_detail::check_backward(op, dq, dk, dv, delta, dout, q, k, v, out, lse);
-  if constexpr (requires { be.flash_attention_backward(dq, dk, dv, delta, dout, q, k, v, out, lse, causal); }) {
+  if constexpr (offers_fused_flash_attention<Backend>) {
     be.flash_attention_backward(dq, dk, dv, delta, dout, q, k, v, out, lse, causal);
   } else {
     dispatch_float(op, q.type, [&](auto t) {

@@ -8,6 +8,7 @@
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/math.hpp"
 #include "lwcl/ops/common.hpp"
+#include "lwcl/ops/fused.hpp"
 
 namespace lwcl::ops {
 
@@ -156,7 +157,7 @@ struct layernorm_backward_param {
 }  // namespace kernel
 
 // out = (inp - mean) * rstd * weight + bias over the last axis. inp, out: (..., C); weight, bias: (C);
-// mean, rstd: one value per row. bias may be an empty tensor. A backend with a member layernorm_forward
+// mean, rstd: one value per row. bias may be an empty tensor. A backend that declares the fused kernel (ops/fused.hpp) with a member layernorm_forward
 // of the same arguments (backend::cuda: a fused block-per-row kernel) runs it instead of the row functor.
 template <class Backend>
 void layernorm_forward(Backend& be, const tensor& out, const tensor& mean, const tensor& rstd, const tensor& inp,
@@ -170,7 +171,7 @@ void layernorm_forward(Backend& be, const tensor& out, const tensor& mean, const
   expect_numel(op, "mean", mean, N);
   expect_numel(op, "rstd", rstd, N);
   expect_same_dtype(op, {{"inp", &inp}, {"out", &out}, {"weight", &weight}, {"bias", &bias}, {"mean", &mean}, {"rstd", &rstd}});
-  if constexpr (requires { be.layernorm_forward(out, mean, rstd, inp, weight, bias, eps); }) {
+  if constexpr (offers_fused_layernorm<Backend>) {
     be.layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
   } else {
     dispatch_storage(op, inp.type, [&](auto t) {
@@ -183,7 +184,7 @@ void layernorm_forward(Backend& be, const tensor& out, const tensor& mean, const
 }
 
 // Accumulates the gradients of layernorm_forward: dinp += ..., dweight += ..., dbias += ... (dbias may
-// be empty when the forward had no bias). A backend member layernorm_backward of the same arguments
+// be empty when the forward had no bias). A backend that declares fused_layernorm, with its member layernorm_backward of the same arguments
 // replaces the row functors, as in layernorm_forward.
 template <class Backend>
 void layernorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, const tensor& dbias, const tensor& dout,
@@ -200,7 +201,7 @@ void layernorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, 
   expect_numel(op, "rstd", rstd, N);
   expect_same_dtype(op, {{"inp", &inp}, {"dout", &dout}, {"dinp", &dinp}, {"weight", &weight}, {"dweight", &dweight},
                          {"dbias", &dbias}, {"mean", &mean}, {"rstd", &rstd}});
-  if constexpr (requires { be.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd); }) {
+  if constexpr (offers_fused_layernorm<Backend>) {
     be.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
   } else {
     dispatch_storage(op, inp.type, [&](auto t) {

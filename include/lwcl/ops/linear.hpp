@@ -8,6 +8,7 @@
 #include "lwcl/core/config.hpp"
 #include "lwcl/ops/activation.hpp"
 #include "lwcl/ops/common.hpp"
+#include "lwcl/ops/fused.hpp"
 
 namespace lwcl::ops {
 
@@ -146,7 +147,7 @@ void linear_backward(Backend& be, const tensor& dinp, const tensor& dweight, con
 }
 
 // pre = inp @ weight^T + bias and out = gelu(pre): the first layer of a GELU MLP, keeping the
-// pre-activation for gelu_backward. A backend with a member linear_epilogue_forward (backend::cuda: a
+// pre-activation for gelu_backward. A backend that declares the fused kernel (ops/fused.hpp) with a member linear_epilogue_forward (backend::cuda: a
 // cuBLASLt GEMM whose epilogue adds the bias and applies GELU-tanh, writing both tensors) runs it for
 // the tanh GELU when it takes the case (it returns false otherwise); everything else is
 // linear_forward followed by gelu_forward, so the host results are those two ops'.
@@ -158,7 +159,7 @@ void linear_gelu_forward(Backend& be, const tensor& out, const tensor& pre, cons
   expect_shape(op, "out", out, pre.shape);
   expect_same_dtype(op, {{"pre", &pre}, {"out", &out}});
   linear_detail::expect_disjoint(op, "out", out, "pre", pre);
-  if constexpr (requires { be.linear_epilogue_forward(out, pre, inp, weight, bias, true); }) {
+  if constexpr (offers_fused_linear_epilogue<Backend>) {
     if (kind == gelu_kind::tanh && be.linear_epilogue_forward(out, pre, inp, weight, bias, true)) return;
   }
   linear_forward(be, pre, inp, weight, bias);

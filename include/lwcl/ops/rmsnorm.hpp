@@ -6,6 +6,7 @@
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/math.hpp"
 #include "lwcl/ops/common.hpp"
+#include "lwcl/ops/fused.hpp"
 
 namespace lwcl::ops {
 
@@ -108,7 +109,7 @@ struct rmsnorm_backward_weight {
 
 // out = inp * rstd * weight over the last axis with rstd = 1 / sqrt(mean(inp^2) + eps). inp, out: (..., C);
 // weight: (C); rstd: one value per row, saved for rmsnorm_backward. eps is the model's rms_norm_eps. A
-// backend with a member rmsnorm_forward of the same arguments (backend::cuda: a fused block-per-row
+// backend that declares the fused kernel (ops/fused.hpp), with a member rmsnorm_forward of the same arguments (backend::cuda: a fused block-per-row
 // kernel) runs it instead of the row functor.
 template <class Backend>
 void rmsnorm_forward(Backend& be, const tensor& out, const tensor& rstd, const tensor& inp, const tensor& weight, double eps) {
@@ -120,7 +121,7 @@ void rmsnorm_forward(Backend& be, const tensor& out, const tensor& rstd, const t
   expect_numel(op, "rstd", rstd, N);
   expect_same_dtype(op, {{"inp", &inp}, {"out", &out}, {"weight", &weight}, {"rstd", &rstd}});
   check(eps >= 0, op, ": eps is ", eps, ", expected a value >= 0");
-  if constexpr (requires { be.rmsnorm_forward(out, rstd, inp, weight, eps); }) {
+  if constexpr (offers_fused_rmsnorm<Backend>) {
     be.rmsnorm_forward(out, rstd, inp, weight, eps);
   } else {
     dispatch_storage(op, inp.type, [&](auto t) {
@@ -145,7 +146,7 @@ void rmsnorm_backward(Backend& be, const tensor& dinp, const tensor& dweight, co
   expect_shape(op, "dweight", dweight, shape{C});
   expect_numel(op, "rstd", rstd, N);
   expect_same_dtype(op, {{"inp", &inp}, {"dout", &dout}, {"dinp", &dinp}, {"weight", &weight}, {"dweight", &dweight}, {"rstd", &rstd}});
-  if constexpr (requires { be.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd); }) {
+  if constexpr (offers_fused_rmsnorm<Backend>) {
     be.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
   } else {
     dispatch_storage(op, inp.type, [&](auto t) {

@@ -148,20 +148,20 @@ auto make_policies(Entries... entries) {
       using Backend = decltype(backend);
       static_assert(policies::segmentation_policy<Seg>,
                     "make_policies: the policy in the segmentation slot is not a segmentation_policy "
-                    "(policies/concepts.hpp), e.g. policies::segmentation::uniform<N>");
+                    "(policies/segmentation/concept.hpp), e.g. policies::segmentation::uniform<N>");
       static_assert(policies::curriculum_policy<Cur>,
                     "make_policies: the policy in the curriculum slot is not a curriculum_policy "
-                    "(policies/concepts.hpp), e.g. policies::curriculum::two_stage<>");
+                    "(policies/curriculum/concept.hpp), e.g. policies::curriculum::two_stage<>");
       static_assert(policies::pruning_criterion<Prune>,
                     "make_policies: the policy in the pruning slot is not a pruning_criterion "
                     "(policies/pruning/concept.hpp), e.g. policies::pruning::magnitude_l2");
       static_assert(policies::cache_policy<Cache>,
-                    "make_policies: the policy in the cache slot is not a cache_policy (policies/concepts.hpp)");
+                    "make_policies: the policy in the cache slot is not a cache_policy (policies/cache/concept.hpp)");
       static_assert(policies::loss_policy<Loss>,
-                    "make_policies: the policy in the loss slot is not a loss_policy (policies/concepts.hpp), "
+                    "make_policies: the policy in the loss slot is not a loss_policy (policies/loss/concept.hpp), "
                     "e.g. policies::loss::nmse");
       static_assert(policies::backend_policy<Backend>,
-                    "make_policies: the policy in the backend slot is not a backend_policy (policies/concepts.hpp), "
+                    "make_policies: the policy in the backend slot is not a backend_policy (policies/backend/concept.hpp), "
                     "e.g. policies::backend::host<>");
       constexpr bool kinds_ok = policies::segmentation_policy<Seg> && policies::curriculum_policy<Cur> &&
                                 policies::pruning_criterion<Prune> && policies::cache_policy<Cache> &&

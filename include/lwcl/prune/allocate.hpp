@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lwcl/ops/fused.hpp"
 #include "lwcl/prune/plan.hpp"
 
 namespace lwcl::prune {
@@ -202,11 +203,11 @@ inline prune_plan allocate(const model::model_config& cfg, const group_scores& s
   return detail::allocate_ranked(detail::host_rank{}, cfg, scores, a);
 }
 
-// Ranks with be.rank_descending when the backend has one (backend::cuda), on the host otherwise; the
+// Ranks with be.rank_descending when the backend declares device_ranking (ops/fused.hpp; backend::cuda), on the host otherwise; the
 // plan is the same either way.
 template <class Backend>
 prune_plan allocate(Backend& be, const model::model_config& cfg, const group_scores& scores, const allocation& a) {
-  if constexpr (requires(index_t* order, const double* keys, index_t n) { be.rank_descending(order, keys, n); }) {
+  if constexpr (ops::offers_device_ranking<Backend>) {
     const auto rank = [&be](index_t* order, const double* keys, index_t n) { be.rank_descending(order, keys, n); };
     return detail::allocate_ranked(rank, cfg, scores, a);
   } else {

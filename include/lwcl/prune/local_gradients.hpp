@@ -14,17 +14,9 @@
 #include "lwcl/data/loader.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/cross_entropy.hpp"
+#include "lwcl/prune/scoring_input.hpp"
 
 namespace lwcl::prune {
-
-// Mean over calibration batches of d(local loss of block l) / d(block l's parameters), for every
-// block, laid out like the model's parameters (non-block entries stay zero).
-struct local_gradients {
-  model::model_config config;
-  tensor_layout layout;
-  std::vector<double> grad;
-  index_t tokens = 0;
-};
 
 // Runs on any backend: the batch's tokens are copied into backend memory, each block's gradient is
 // copied out and added to the host-side mean.

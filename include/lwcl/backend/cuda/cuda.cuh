@@ -37,6 +37,9 @@ class cuda {
   static constexpr std::string_view name = "cuda";
   static constexpr bool is_device = true;
   static constexpr lwcl::tier memory_tier = lwcl::tier::device;
+  // The fused kernels the ops call on this backend (ops/fused.hpp); each names members declared below.
+  static constexpr bool fused_layernorm = true, fused_rmsnorm = true, fused_flash_attention = true,
+                        fused_cross_entropy = true, fused_linear_epilogue = true, device_ranking = true;
 
   explicit cuda(int device = 0) : device_(device) {
     const int count = cuda_device_count();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lwcl/backend/host/gemm_openblas.hpp"
+#include "lwcl/backend/interface.hpp"
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
@@ -148,6 +149,7 @@ struct host {
 };
 
 using cpu = host<>;
+static_assert(backend_interface<cpu>);
 
 template <class Gemm>
 void host<Gemm>::gemm_bf16(bool ta, bool tb, index_t M, index_t N, index_t K, float alpha, const bf16* A, index_t lda,

@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/backend/concept.hpp"
 
 namespace lwcl::backend {
 class cuda;

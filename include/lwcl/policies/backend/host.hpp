@@ -1,11 +1,12 @@
 #pragma once
 // The host backend as a bundle's backend policy: a tag naming backend::host<Gemm> (OpenMP kernels,
-// GEMMs through the Gemm provider, OpenBLAS by default), the default backend of every bundle.
+// GEMMs through the Gemm provider, OpenBLAS by default), the default backend of every bundle. Its name
+// spells the provider's, so it includes the provider (and the backend it names).
 
 #include <string_view>
 
 #include "lwcl/backend/host/host.hpp"
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/backend/concept.hpp"
 #include "lwcl/policies/name.hpp"
 
 namespace lwcl::policies::backend {
@@ -23,7 +24,6 @@ struct host {
   static constexpr bool is_device = false;
 };
 static_assert(backend_policy<host<>>);
-static_assert(backend_interface<host<>::type>);
 static_assert(host<>::name == "host<openblas>");
 
 }  // namespace lwcl::policies::backend

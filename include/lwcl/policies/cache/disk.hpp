@@ -12,15 +12,15 @@
 #include <tuple>
 
 #include "lwcl/core/error.hpp"
-#include "lwcl/distill/cache/disk_store.hpp"
-#include "lwcl/distill/cache/feature_cache.hpp"
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/cache/disk_store.hpp"
+#include "lwcl/cache/feature_cache.hpp"
+#include "lwcl/policies/cache/concept.hpp"
 
 namespace lwcl::policies::cache {
 
 struct disk {
   static constexpr std::string_view name = "disk";
-  using store = distill::disk_store;
+  using store = lwcl::cache::disk_store;
 
   std::string folder = "features";  // inside the run directory; an absolute path is used as it is
 
@@ -42,8 +42,8 @@ struct disk {
     std::filesystem::remove(probe, ec);
     return {dir};
   }
-  std::unique_ptr<distill::feature_cache<store>> open(const std::filesystem::path& run_dir) const {
-    return std::make_unique<distill::feature_cache<store>>(std::get<0>(store_args(run_dir)));
+  std::unique_ptr<lwcl::cache::feature_cache<store>> open(const std::filesystem::path& run_dir) const {
+    return std::make_unique<lwcl::cache::feature_cache<store>>(std::get<0>(store_args(run_dir)));
   }
 };
 static_assert(cache_policy<disk>);

@@ -7,20 +7,20 @@
 #include <string_view>
 #include <tuple>
 
-#include "lwcl/distill/cache/feature_cache.hpp"
-#include "lwcl/distill/cache/host_store.hpp"
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/cache/feature_cache.hpp"
+#include "lwcl/cache/host_store.hpp"
+#include "lwcl/policies/cache/concept.hpp"
 
 namespace lwcl::policies::cache {
 
 struct host {
   static constexpr std::string_view name = "host";
-  using store = distill::host_store<>;
+  using store = lwcl::cache::host_store<>;
 
   // The store's constructor arguments for a run directory (none: RAM needs no place).
   std::tuple<> store_args(const std::filesystem::path&) const { return {}; }
-  std::unique_ptr<distill::feature_cache<store>> open(const std::filesystem::path&) const {
-    return std::make_unique<distill::feature_cache<store>>();
+  std::unique_ptr<lwcl::cache::feature_cache<store>> open(const std::filesystem::path&) const {
+    return std::make_unique<lwcl::cache::feature_cache<store>>();
   }
 };
 static_assert(cache_policy<host>);

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/curriculum/concept.hpp"
 #include "lwcl/policies/curriculum/as_segmented.hpp"
 #include "lwcl/policies/curriculum/front_to_back.hpp"
 #include "lwcl/policies/curriculum/student_inputs.hpp"

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/curriculum/concept.hpp"
 
 namespace lwcl::policies::curriculum {
 

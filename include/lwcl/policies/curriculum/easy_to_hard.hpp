@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/curriculum/concept.hpp"
 
 namespace lwcl::policies::curriculum {
 

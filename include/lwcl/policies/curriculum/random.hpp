@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "lwcl/core/rng.hpp"
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/curriculum/concept.hpp"
 
 namespace lwcl::policies::curriculum {
 

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/curriculum/concept.hpp"
 #include "lwcl/policies/curriculum/front_to_back.hpp"
 #include "lwcl/policies/curriculum/student_inputs.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "lwcl/ops/distill_loss.hpp"
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/loss/concept.hpp"
 
 namespace lwcl::policies::loss {
 

@@ -11,7 +11,7 @@
 #include <tuple>
 #include <utility>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/loss/concept.hpp"
 #include "lwcl/policies/loss/cosine.hpp"
 #include "lwcl/policies/loss/mse.hpp"
 #include "lwcl/policies/name.hpp"

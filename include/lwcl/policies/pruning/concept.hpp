@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "lwcl/prune/plan.hpp"
-#include "lwcl/prune/stats.hpp"
+#include "lwcl/prune/scoring_input.hpp"
 
 namespace lwcl::policies {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/segmentation/concept.hpp"
 
 namespace lwcl::policies::segmentation {
 
@@ -63,6 +63,6 @@ struct balanced_difficulty {
     return segs;
   }
 };
-static_assert(segmentation_policy<balanced_difficulty>);
+static_assert(segmentation_policy<balanced_difficulty> && needs_layer_difficulty<balanced_difficulty>);
 
 }  // namespace lwcl::policies::segmentation

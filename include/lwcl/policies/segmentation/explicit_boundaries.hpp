@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/segmentation/concept.hpp"
 
 namespace lwcl::policies::segmentation {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "lwcl/model/block_stack.hpp"
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/segmentation/concept.hpp"
 #include "lwcl/tensor/dtype.hpp"
 
 namespace lwcl::policies::segmentation {
@@ -146,6 +146,6 @@ struct memory_budget {
     check(type != dtype::i32, name, ": type is ", dtype_name(type), ", expected a floating-point type");
   }
 };
-static_assert(segmentation_policy<memory_budget>);
+static_assert(segmentation_policy<memory_budget> && needs_batch_shape<memory_budget>);
 
 }  // namespace lwcl::policies::segmentation

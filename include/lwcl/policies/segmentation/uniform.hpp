@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/segmentation/concept.hpp"
 #include "lwcl/policies/name.hpp"
 
 namespace lwcl::policies::segmentation {

@@ -11,16 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "lwcl/cache/concept.hpp"
+#include "lwcl/codec/concept.hpp"
 #include "lwcl/core/timer.hpp"
-#include "lwcl/distill/cache/concept.hpp"
-#include "lwcl/distill/cache/disk_store.hpp"
-#include "lwcl/distill/cache/exponent_codec.hpp"
-#include "lwcl/distill/cache/host_store.hpp"
-#include "lwcl/distill/cache/zstd_codec.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
 
-template <feature_store Inner, feature_codec Codec>
+template <feature_store Inner, codec::lossless_codec Codec>
 class compressed_store {
   static_assert(Inner::memory_tier != lwcl::tier::device,
                 "compressed_store decodes on the host: wrap a host, pinned host or disk store, not device_store");
@@ -117,9 +114,4 @@ class compressed_store {
   std::atomic<double> encode_seconds_{0};
   mutable std::atomic<double> decode_seconds_{0};
 };
-static_assert(feature_store<compressed_store<host_store<>, exponent_codec>>);
-static_assert(feature_store<compressed_store<host_store<>, zstd_codec>>);
-static_assert(feature_store<compressed_store<disk_store, exponent_codec>>);
-static_assert(feature_store<compressed_store<disk_store, zstd_codec>>);
-
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache

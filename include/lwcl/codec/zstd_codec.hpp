@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "lwcl/core/error.hpp"
-#include "lwcl/distill/cache/concept.hpp"
+#include "lwcl/codec/concept.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::codec {
 
-namespace cache_detail {
+namespace codec_detail {
 struct zstd_cctx_free {
   void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
 };
@@ -36,7 +36,7 @@ inline ZSTD_DCtx* thread_dctx() {
   check(ctx != nullptr, "zstd_codec: cannot create a decompression context");
   return ctx.get();
 }
-}  // namespace cache_detail
+}  // namespace codec_detail
 
 class zstd_codec {
  public:
@@ -52,7 +52,7 @@ class zstd_codec {
   void encode(dtype, std::span<const std::byte> raw, std::vector<std::byte>& out) const {
     out.resize(ZSTD_compressBound(raw.size()));
     const std::size_t n =
-        ZSTD_compressCCtx(cache_detail::thread_cctx(), out.data(), out.size(), raw.data(), raw.size(), level_);
+        ZSTD_compressCCtx(codec_detail::thread_cctx(), out.data(), out.size(), raw.data(), raw.size(), level_);
     check(!ZSTD_isError(n), "zstd_codec: compressing ", raw.size(), " bytes failed: ", ZSTD_getErrorName(n));
     out.resize(n);
   }
@@ -64,7 +64,7 @@ class zstd_codec {
           declared == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("an unknown size") : std::to_string(declared) + " bytes",
           ", expected ", raw.size());
     const std::size_t n =
-        ZSTD_decompressDCtx(cache_detail::thread_dctx(), raw.data(), raw.size(), encoded.data(), encoded.size());
+        ZSTD_decompressDCtx(codec_detail::thread_dctx(), raw.data(), raw.size(), encoded.data(), encoded.size());
     check(!ZSTD_isError(n), "zstd_codec: decompressing a ", encoded.size(), "-byte payload failed: ", ZSTD_getErrorName(n));
     check(n == raw.size(), "zstd_codec: the frame decoded to ", n, " bytes, expected ", raw.size());
   }
@@ -72,6 +72,6 @@ class zstd_codec {
  private:
   int level_;
 };
-static_assert(feature_codec<zstd_codec>);
+static_assert(lossless_codec<zstd_codec>);
 
-}  // namespace lwcl::distill
+}  // namespace lwcl::codec

@@ -8,11 +8,16 @@
 #include <string_view>
 
 #include "lwcl/core/config.hpp"
+#include "lwcl/codec/encoding.hpp"
 #include "lwcl/core/error.hpp"
 #include "lwcl/tensor/dtype.hpp"
 #include "lwcl/tensor/shape.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
+
+// Records store payloads in one of the codec room's encodings.
+using codec::encoding;
+using codec::encoding_name;
 
 enum class source : std::uint8_t { teacher = 0, student = 1 };
 
@@ -42,19 +47,6 @@ struct feature_key {
     return lwcl::detail::concat("boundary ", boundary, ", ", source_name(src), ", batch ", batch);
   }
 };
-
-// How a payload is stored: as the element bytes themselves, or encoded by one of the codecs. The
-// values are written into disk records, so they never change meaning.
-enum class encoding : std::uint8_t { raw = 0, zstd = 1, exponent = 2 };
-
-inline constexpr std::string_view encoding_name(encoding e) {
-  switch (e) {
-    case encoding::raw: return "raw";
-    case encoding::zstd: return "zstd";
-    case encoding::exponent: return "exponent";
-  }
-  return "?";
-}
 
 // Features are kept as f32 or bf16, the activation formats lwcl trains with, or f64, the host backend's
 // reference precision (exactness checks run the whole pipeline in f64). The exponent codec takes f32
@@ -90,4 +82,4 @@ inline void check_record(std::string_view who, const feature_key& k, const recor
 }
 
 }  // namespace cache_detail
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache

@@ -1,5 +1,5 @@
 #pragma once
-// The feature-store and codec policy kinds of the feature cache. A store is one tier (device, host,
+// The feature-store kind of the feature cache. A store is one tier (device, host,
 // pinned host, disk) holding payloads verbatim, or compressed_store wrapping a tier with a lossless
 // codec; feature_cache and the prefetcher work with any of them.
 
@@ -18,9 +18,9 @@
 
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
-#include "lwcl/distill/cache/key.hpp"
+#include "lwcl/cache/key.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
 
 // A record's payload exactly as its store holds it (encoded when meta.enc says so). `owner` keeps the
 // bytes alive, so the view stays valid even if the record is replaced or erased meanwhile.
@@ -81,20 +81,6 @@ concept feature_store = requires(S& s, const S& cs, const feature_key& k, const 
   { cs.usage() } -> std::same_as<store_usage>;
 };
 
-// Requires: C::name, a static constexpr std::string_view; C::id, the lwcl::distill::encoding written
-// into records it encodes; c.encode(type, raw, out): replaces `out` (std::vector<std::byte>&) with the
-// encoding of `raw` (elements of dtype f32 or bf16); c.decode(type, encoded, raw): writes exactly
-// raw.size() bytes, bit-identical to what was encoded, or throws lwcl::error when `encoded` is
-// malformed or decodes to another size. Both const and safe to call from several threads at once.
-template <class C>
-concept feature_codec = requires(const C& c, dtype t, std::span<const std::byte> in, std::vector<std::byte>& out,
-                                 std::span<std::byte> raw) {
-  requires std::same_as<std::remove_cv_t<decltype(C::name)>, std::string_view>;
-  requires std::same_as<std::remove_cv_t<decltype(C::id)>, encoding>;
-  { c.encode(t, in, out) } -> std::same_as<void>;
-  { c.decode(t, in, raw) } -> std::same_as<void>;
-};
-
 namespace cache_detail {
 
 // Running totals of one store; the store's own lock guards it.
@@ -152,4 +138,4 @@ constexpr std::array<char, N> join_chars(std::initializer_list<std::string_view>
 }
 
 }  // namespace cache_detail
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "lwcl/distill/cache/concept.hpp"
+#include "lwcl/cache/concept.hpp"
 #include "lwcl/tensor/tensor.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
 
 struct cache_stats {
   store_usage store;               // bytes held now and at peak in the store's tier, raw and stored
@@ -191,4 +191,4 @@ class feature_cache {
   std::atomic<std::uint64_t> hits_{0}, misses_{0}, puts_{0}, bytes_put_{0}, bytes_read_{0};
 };
 
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache

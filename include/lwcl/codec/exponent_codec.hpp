@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "lwcl/core/error.hpp"
-#include "lwcl/distill/cache/concept.hpp"
-#include "lwcl/distill/cache/huffman.hpp"
+#include "lwcl/codec/concept.hpp"
+#include "lwcl/codec/huffman.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::codec {
 
-namespace cache_detail {
+namespace codec_detail {
 
 // bf16: s eeeeeeee mmmmmmm -> exponent byte, and one byte sign|mantissa.
 struct bf16_planes {
@@ -139,7 +139,7 @@ void exponent_decode(std::span<const std::byte> enc, std::span<std::byte> raw) {
              });
 }
 
-}  // namespace cache_detail
+}  // namespace codec_detail
 
 class exponent_codec {
  public:
@@ -147,17 +147,17 @@ class exponent_codec {
   static constexpr encoding id = encoding::exponent;
 
   void encode(dtype type, std::span<const std::byte> raw, std::vector<std::byte>& out) const {
-    if (type == dtype::bf16) return cache_detail::exponent_encode<cache_detail::bf16_planes>(raw, out);
+    if (type == dtype::bf16) return codec_detail::exponent_encode<codec_detail::bf16_planes>(raw, out);
     check(type == dtype::f32, "exponent_codec: cannot encode ", dtype_name(type), " features, expected f32 or bf16");
-    cache_detail::exponent_encode<cache_detail::f32_planes>(raw, out);
+    codec_detail::exponent_encode<codec_detail::f32_planes>(raw, out);
   }
 
   void decode(dtype type, std::span<const std::byte> encoded, std::span<std::byte> raw) const {
-    if (type == dtype::bf16) return cache_detail::exponent_decode<cache_detail::bf16_planes>(encoded, raw);
+    if (type == dtype::bf16) return codec_detail::exponent_decode<codec_detail::bf16_planes>(encoded, raw);
     check(type == dtype::f32, "exponent_codec: cannot decode ", dtype_name(type), " features, expected f32 or bf16");
-    cache_detail::exponent_decode<cache_detail::f32_planes>(encoded, raw);
+    codec_detail::exponent_decode<codec_detail::f32_planes>(encoded, raw);
   }
 };
-static_assert(feature_codec<exponent_codec>);
+static_assert(lossless_codec<exponent_codec>);
 
-}  // namespace lwcl::distill
+}  // namespace lwcl::codec

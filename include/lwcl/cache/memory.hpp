@@ -1,7 +1,7 @@
 #pragma once
 // Where the cache keeps bytes in RAM: a memory policy allocates and frees, reporting to lwcl's memory
 // tracker. heap_memory (64-byte aligned, tier host) is the host default; under CUDA, pinned_memory
-// (backend/cuda/feature_store.cuh, tier pinned) lets staged features be copied to the GPU asynchronously.
+// (backend/cuda/cache/feature_stores.cuh, tier pinned) lets staged features be copied to the GPU asynchronously.
 
 #include <concepts>
 #include <cstddef>
@@ -13,7 +13,7 @@
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
 
 // Requires: M::name, a static constexpr std::string_view for reports; M::memory_tier, the lwcl::tier
 // the bytes are reported under; M::allocate(bytes) -> void*, reporting the bytes to lwcl::memory() and
@@ -73,4 +73,4 @@ class memory_block {
   std::size_t bytes_ = 0;
 };
 
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache

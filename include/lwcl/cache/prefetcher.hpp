@@ -17,10 +17,10 @@
 
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/timer.hpp"
-#include "lwcl/distill/cache/feature_cache.hpp"
-#include "lwcl/distill/cache/memory.hpp"
+#include "lwcl/cache/feature_cache.hpp"
+#include "lwcl/cache/memory.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
 
 // One feature the trainer will read, with the weights version it expects (required for student
 // features, as with feature_cache::get).
@@ -254,4 +254,4 @@ class prefetcher {
   std::uint64_t bytes_delivered_ = 0, staging_bytes_ = 0;
 };
 
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache

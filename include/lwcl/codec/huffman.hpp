@@ -14,7 +14,7 @@
 
 #include "lwcl/core/error.hpp"
 
-namespace lwcl::distill::huffman {
+namespace lwcl::codec::huffman {
 
 inline constexpr int symbols = 256;
 inline constexpr int max_length = 12;
@@ -201,4 +201,4 @@ class decoder {
   int table_bits_ = 0;
 };
 
-}  // namespace lwcl::distill::huffman
+}  // namespace lwcl::codec::huffman

@@ -20,11 +20,11 @@
 #include "lwcl/backend/cuda/device.cuh"
 #include "lwcl/backend/cuda/error.cuh"
 #include "lwcl/backend/cuda/pinned.cuh"
-#include "lwcl/distill/cache/concept.hpp"
-#include "lwcl/distill/cache/host_store.hpp"
-#include "lwcl/distill/cache/prefetcher.hpp"
+#include "lwcl/cache/concept.hpp"
+#include "lwcl/cache/host_store.hpp"
+#include "lwcl/cache/prefetcher.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
 
 struct pinned_memory {
   static constexpr std::string_view name = "pinned";
@@ -196,4 +196,4 @@ class device_store {
 };
 static_assert(feature_store<device_store>);
 
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache

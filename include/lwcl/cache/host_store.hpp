@@ -1,6 +1,6 @@
 #pragma once
 // host_store: the RAM tier of the feature cache. Each record is one allocation from a memory policy:
-// heap_memory on the host (tier host), pinned_memory under CUDA (backend/cuda/feature_store.cuh, tier pinned) so the
+// heap_memory on the host (tier host), pinned_memory under CUDA (backend/cuda/cache/feature_stores.cuh, tier pinned) so the
 // trainer's copies to the GPU run asynchronously. Records are shared, so a reader never sees them freed.
 
 #include <cstring>
@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "lwcl/distill/cache/concept.hpp"
-#include "lwcl/distill/cache/memory.hpp"
+#include "lwcl/cache/concept.hpp"
+#include "lwcl/cache/memory.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
 
 template <staging_memory Memory = heap_memory>
 class host_store {
@@ -120,4 +120,4 @@ class host_store {
 };
 static_assert(feature_store<host_store<>>);
 
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache

@@ -1,4 +1,4 @@
-// The feature cache (include/lwcl/distill/cache/): every store and codec returns f32 and bf16 features
+// The feature cache (include/lwcl/cache/ and include/lwcl/codec/): every store and codec returns f32 and bf16 features
 // bit for bit (NaN payloads, -0.0, denormals and infinities included); stale versions, missing keys
 // and damaged disk records are errors; a killed write is ignored on reopening; the prefetcher delivers
 // its plan in order under any thread count and ring size, surfaces worker errors and counts stalls.
@@ -28,18 +28,19 @@
 
 #include "lwcl/core/memory.hpp"
 #include "lwcl/core/timer.hpp"
-#include "lwcl/distill/cache/compressed_store.hpp"
-#include "lwcl/distill/cache/disk_store.hpp"
-#include "lwcl/distill/cache/exponent_codec.hpp"
-#include "lwcl/distill/cache/feature_cache.hpp"
-#include "lwcl/distill/cache/host_store.hpp"
-#include "lwcl/distill/cache/huffman.hpp"
-#include "lwcl/distill/cache/prefetcher.hpp"
-#include "lwcl/distill/cache/zstd_codec.hpp"
+#include "lwcl/cache/compressed_store.hpp"
+#include "lwcl/cache/disk_store.hpp"
+#include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/cache/feature_cache.hpp"
+#include "lwcl/cache/host_store.hpp"
+#include "lwcl/codec/huffman.hpp"
+#include "lwcl/cache/prefetcher.hpp"
+#include "lwcl/codec/zstd_codec.hpp"
 #include "support/check.hpp"
 
 using namespace lwcl;
-using namespace lwcl::distill;
+using namespace lwcl::cache;
+using namespace lwcl::codec;
 namespace fs = std::filesystem;
 
 using host_zstd = compressed_store<host_store<>, zstd_codec>;
@@ -50,7 +51,10 @@ using disk_exponent = compressed_store<disk_store, exponent_codec>;
 // A wrong policy in a slot does not pass for a store or a codec.
 static_assert(!feature_store<int>);
 static_assert(!feature_store<zstd_codec>);
-static_assert(!feature_codec<host_store<>>);
+static_assert(!lossless_codec<host_store<>>);
+static_assert(lossless_codec<zstd_codec> && lossless_codec<exponent_codec>);
+static_assert(feature_store<host_zstd> && feature_store<host_exponent> && feature_store<disk_zstd> &&
+              feature_store<disk_exponent>);
 static_assert(!staging_memory<host_store<>>);
 static_assert(host_zstd::name == "compressed<host,zstd>");
 static_assert(disk_exponent::name == "compressed<disk,exponent>");

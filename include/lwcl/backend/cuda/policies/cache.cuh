@@ -7,41 +7,41 @@
 #include <memory>
 #include <string_view>
 
-#include "lwcl/backend/cuda/feature_store.cuh"
-#include "lwcl/distill/cache/feature_cache.hpp"
+#include "lwcl/backend/cuda/cache/feature_stores.cuh"
+#include "lwcl/cache/feature_cache.hpp"
 #include "lwcl/policies/cache/disk.hpp"
-#include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/cache/concept.hpp"
 
 namespace lwcl::policies::cache {
 
 // The host tier in page-locked memory: every staged feature reaches the GPU by an asynchronous copy.
 struct pinned {
   static constexpr std::string_view name = "pinned";
-  using store = distill::pinned_host_store;
-  using staging = distill::pinned_memory;
+  using store = lwcl::cache::pinned_host_store;
+  using staging = lwcl::cache::pinned_memory;
 
-  std::unique_ptr<distill::feature_cache<store>> open(const std::filesystem::path&) const {
-    return std::make_unique<distill::feature_cache<store>>();
+  std::unique_ptr<lwcl::cache::feature_cache<store>> open(const std::filesystem::path&) const {
+    return std::make_unique<lwcl::cache::feature_cache<store>>();
   }
 };
-static_assert(cache_policy<pinned>);
+static_assert(cache_policy<pinned> && stages_in_own_memory<pinned>);
 
 // Memory-mapped disk records, decoded by the prefetch workers into pinned staging buffers.
 struct disk_pinned : disk {
   static constexpr std::string_view name = "disk_pinned";
-  using staging = distill::pinned_memory;
+  using staging = lwcl::cache::pinned_memory;
 };
-static_assert(cache_policy<disk_pinned>);
+static_assert(cache_policy<disk_pinned> && stages_in_own_memory<disk_pinned>);
 
 // The device tier: features live in GPU memory (counted as the cache's, not the trainer's), and a step
 // copies its inputs device to device on the compute stream. The fastest tier when features fit beside
 // the segment being trained.
 struct device {
   static constexpr std::string_view name = "device";
-  using store = distill::device_store;
+  using store = lwcl::cache::device_store;
 
-  std::unique_ptr<distill::feature_cache<store>> open(const std::filesystem::path&) const {
-    return std::make_unique<distill::feature_cache<store>>();
+  std::unique_ptr<lwcl::cache::feature_cache<store>> open(const std::filesystem::path&) const {
+    return std::make_unique<lwcl::cache::feature_cache<store>>();
   }
 };
 static_assert(cache_policy<device>);

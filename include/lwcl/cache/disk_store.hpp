@@ -26,9 +26,9 @@
 #include <system_error>
 #include <vector>
 
-#include "lwcl/distill/cache/concept.hpp"
+#include "lwcl/cache/concept.hpp"
 
-namespace lwcl::distill {
+namespace lwcl::cache {
 
 inline constexpr char feature_record_magic[8] = {'L', 'W', 'C', 'L', 'F', 'E', 'A', '1'};
 inline constexpr std::uint32_t feature_record_version = 1;
@@ -394,4 +394,4 @@ class disk_store {
 };
 static_assert(feature_store<disk_store>);
 
-}  // namespace lwcl::distill
+}  // namespace lwcl::cache
