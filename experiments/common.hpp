@@ -22,6 +22,7 @@
 #include "lwcl/core/timer.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/distill/pipeline.hpp"
+#include "lwcl/policies/bundle.hpp"
 #include "lwcl/distill/report.hpp"
 #include "lwcl/eval/cumulative_error.hpp"
 #include "lwcl/eval/perplexity.hpp"
@@ -32,6 +33,8 @@
 #include "lwcl/prune/stats.hpp"
 #include "lwcl/prune/surgery.hpp"
 #include "lwcl/train/lm_training.hpp"
+
+#include "host_instances.hpp"
 
 namespace lwcl::experiments {
 

@@ -18,6 +18,8 @@
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/tokenizer/byte_bpe.hpp"
 
+#include "host_instances.hpp"
+
 using namespace lwcl;
 
 namespace {

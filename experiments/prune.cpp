@@ -35,6 +35,8 @@
 #include "lwcl/prune/stats.hpp"
 #include "lwcl/prune/surgery.hpp"
 
+#include "host_instances.hpp"
+
 using namespace lwcl;
 namespace pp = lwcl::policies::pruning;
 

@@ -15,6 +15,7 @@
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/distill/pipeline.hpp"
+#include "lwcl/policies/bundle.hpp"
 #include "lwcl/policies/backend/cuda.hpp"
 #include "lwcl/policies/backend/host.hpp"
 #include "lwcl/backend/cuda/policies/cache.cuh"

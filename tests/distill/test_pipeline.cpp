@@ -16,6 +16,7 @@
 #include "lwcl/core/rng.hpp"
 #include "lwcl/cache/disk_store.hpp"
 #include "lwcl/distill/pipeline.hpp"
+#include "lwcl/policies/bundle.hpp"
 #include "lwcl/ops/distill_loss.hpp"
 #include "lwcl/policies/cache/compressed.hpp"
 #include "lwcl/policies/cache/disk.hpp"

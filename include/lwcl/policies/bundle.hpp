@@ -17,30 +17,11 @@
 #include "lwcl/policies/concepts.hpp"
 #include "lwcl/policies/curriculum/two_stage.hpp"
 #include "lwcl/policies/keys.hpp"
+#include "lwcl/policies/policy_set.hpp"
 #include "lwcl/policies/loss/nmse.hpp"
 #include "lwcl/policies/segmentation/uniform.hpp"
 
 namespace lwcl {
-
-// The policies of one program, one member per slot. Plain types only: this is what the pipeline and
-// device code are instantiated with.
-template <class Segmentation, class Curriculum, class Pruning, class Cache, class Loss, class Backend>
-struct policy_set {
-  using segmentation_type = Segmentation;
-  using curriculum_type = Curriculum;
-  using pruning_type = Pruning;
-  using cache_type = Cache;
-  using loss_type = Loss;
-  using backend_policy_type = Backend;
-  using backend_type = typename Backend::type;  // the backend class the pipeline runs on
-
-  Segmentation segmentation;
-  Curriculum curriculum;
-  Pruning pruning;
-  Cache cache;
-  Loss loss;
-  Backend backend;
-};
 
 // The policy of every optional slot when a bundle leaves it out: DESIGN's two-stage reading of the
 // method, one layer per segment, features cached in RAM, normalised MSE, the host backend. The pruning
@@ -173,19 +154,6 @@ auto make_policies(Entries... entries) {
                                                                  std::move(cache), std::move(loss), std::move(backend)};
     }
   }
-}
-
-// Slot -> policy name, for config.json and report headers.
-template <class Seg, class Cur, class Prune, class Cache, class Loss, class Backend>
-std::map<std::string, std::string> describe(const policy_set<Seg, Cur, Prune, Cache, Loss, Backend>&) {
-  return {
-      {std::string(key::segmentation::name), std::string(Seg::name)},
-      {std::string(key::curriculum::name), std::string(Cur::name)},
-      {std::string(key::pruning::name), std::string(Prune::name)},
-      {std::string(key::cache::name), std::string(Cache::name)},
-      {std::string(key::loss::name), std::string(Loss::name)},
-      {std::string(key::backend::name), std::string(Backend::name)},
-  };
 }
 
 // The most bundles one sweep may instantiate: each is a full pipeline instantiation, and a translation

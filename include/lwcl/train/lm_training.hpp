@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lwcl/core/checkpoint_dir.hpp"
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/fs.hpp"
 #include "lwcl/core/memory.hpp"
@@ -255,10 +256,9 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
 
   lm_result res;
   long step0 = 0;
-  const auto latest = ckdir / "latest";
-  if (fs::exists(latest)) {
-    const auto name = read_text(latest);
-    const auto dir = ckdir / name;
+  const checkpoint_dir checkpoints(ckdir, "step_", static_cast<std::size_t>(opt.keep_checkpoints));
+  if (const auto latest = checkpoints.latest()) {
+    const auto dir = *latest;
     const auto state = nlohmann::json::parse(read_text(dir / "state.json"));
     step0 = state.at("step").get<long>();
     checkpoint::load_hf_weights(net, dir.string());
@@ -289,8 +289,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   const fs::path tok_dir = fs::path(data_dir) / "tokenizer";
   auto save_checkpoint = [&](long step) {
     const auto name = detail::step_name(step);
-    const auto dir = ckdir / name;
-    fs::remove_all(dir);  // a half-written folder of an earlier, killed run
+    const auto dir = checkpoints.start(name);  // emptied: a half-written folder of a killed run goes
     checkpoint::save_hf(net, dir.string());
     {
       const auto tmp = (dir / "optimizer.bin.tmp").string();
@@ -302,13 +301,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
     fs::rename(dir / "optimizer.bin.tmp", dir / "optimizer.bin");
     detail::copy_tokenizer(tok_dir, dir);
     write_text_atomic(dir / "state.json", nlohmann::json({{"step", step}}).dump() + "\n");
-    write_text_atomic(latest, name);
-    // Keep the newest keep_checkpoints folders.
-    std::vector<fs::path> all;
-    for (const auto& e : fs::directory_iterator(ckdir))
-      if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0) all.push_back(e.path());
-    std::sort(all.begin(), all.end());
-    for (std::size_t i = 0; i + static_cast<std::size_t>(opt.keep_checkpoints) < all.size(); ++i) fs::remove_all(all[i]);
+    checkpoints.commit(name);  // `latest`, then only the newest keep_checkpoints folders remain
   };
 
   buffer<Backend> dtok(be, static_cast<std::size_t>(opt.batch * opt.seq) * sizeof(std::int32_t));

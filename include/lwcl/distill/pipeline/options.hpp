@@ -1,0 +1,51 @@
+#pragma once
+// pipeline_options: the runtime numbers of a layer-wise recovery (budget, learning rates, checkpoints,
+// prefetching, evaluation, labels). Structure is in the policy bundle; everything here is data.
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lwcl/cache/prefetcher.hpp"
+#include "lwcl/core/config.hpp"
+#include "lwcl/distill/pipeline/budget.hpp"
+
+namespace lwcl::distill {
+
+struct pipeline_options {
+  index_t feature_batches = 8;             // training batches whose boundary features are cached (cycled)
+  budget total{budget_unit::steps, 400};   // the whole recovery
+  double final_kd_share = 0.2;             // of the budget, when the curriculum closes with KD
+  double lr = 1e-3, min_lr = 1e-4;         // cosine decay over each visit's steps
+  double weight_decay = 0, clip = 1.0;
+  double kd_temperature = 1.0;
+  long checkpoint_every = 50;              // segment steps; a visit's end always checkpoints; 0: only those
+  bool resume = true;                      // continue from <run>/checkpoints/latest when present
+  cache::prefetch_options prefetch{1, 3};         // threads and ring beyond what a step holds (hold is set here)
+  // Queue the copies of step s + 1's features to compute memory before step s runs, into a second set
+  // of feature buffers, so that they overlap it (on a device backend: the copy stream). Unset: on
+  // device backends only. Results are the same either way.
+  std::optional<bool> upload_ahead;
+  long max_visit_steps = 20000;            // the planned length of a visit under a seconds budget
+  bool progress_bar = true;
+  std::FILE* log = stdout;
+  long halt_after_steps = 0;               // > 0: throw pipeline_halted after that many segment steps (tests)
+  bool save_student = true;                // write <run>/student (HF safetensors + config.json)
+  bool plots = true;                       // write <run>/loss_curves.png, memory.png (and cumulative_error.png)
+  // Evaluation after training, on held-out tokens (empty: none): validation perplexity (windows of the
+  // loader's sequence length, stride equal to it) and the cumulative error curve of the student before
+  // and after recovery on the first eval_batches batches of them; both go into report.json.
+  std::vector<std::int32_t> validation_ids;
+  index_t eval_batches = 2;
+  // Names written for a slot instead of the bundle's policy name, in config.json, report.json and the
+  // checkpoint fingerprint: the pipeline never runs the pruning slot, so a program that recovers a
+  // student pruned elsewhere labels the run with the criterion that really pruned it (experiments/recover).
+  std::map<std::string, std::string> policy_labels;
+};
+
+struct pipeline_halted {};
+
+}  // namespace lwcl::distill

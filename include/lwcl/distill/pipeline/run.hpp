@@ -1,0 +1,837 @@
+#pragma once
+// pipeline_run: one layer-wise recovery from start to finish, the state of a run in one object made
+// by distill::pipeline::run() and gone when it returns, so nothing carries over from one run to the
+// next. A run: (1) a teacher pass caches the teacher's boundary features of `feature_batches` training
+// batches, after which the teacher is released; (2) every phase of the curriculum visits its segments
+// in order, each visit training one segment, alone in compute memory, on features fed by a
+// feature_feed, student features refreshed when stale (student_features); (3) an optional final KD
+// stage reloads the teacher. Checkpoints (checkpoint_dir) let a killed run resume bitwise under step
+// and token budgets.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lwcl/cache/feature_cache.hpp"
+#include "lwcl/cache/prefetcher.hpp"
+#include "lwcl/core/checkpoint_dir.hpp"
+#include "lwcl/core/fs.hpp"
+#include "lwcl/core/memory.hpp"
+#include "lwcl/core/metrics.hpp"
+#include "lwcl/core/progress.hpp"
+#include "lwcl/core/timer.hpp"
+#include "lwcl/data/loader.hpp"
+#include "lwcl/distill/e2e_kd.hpp"
+#include "lwcl/distill/pipeline/budget.hpp"
+#include "lwcl/distill/pipeline/feature_feed.hpp"
+#include "lwcl/distill/pipeline/options.hpp"
+#include "lwcl/distill/pipeline/result.hpp"
+#include "lwcl/distill/pipeline/student_features.hpp"
+#include "lwcl/distill/report.hpp"
+#include "lwcl/distill/segment_trainer.hpp"
+#include "lwcl/distill/student_state.hpp"
+#include "lwcl/eval/cumulative_error.hpp"
+#include "lwcl/eval/perplexity.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/layer_map.hpp"
+#include "lwcl/model/layer_outputs.hpp"
+#include "lwcl/model/transformer.hpp"
+#include "lwcl/ops/elementwise.hpp"
+#include "lwcl/optim/schedule.hpp"
+#include "lwcl/policies/policy_set.hpp"
+#include "lwcl/policies/concepts.hpp"
+
+namespace lwcl::distill {
+
+namespace pipeline_detail {
+
+// Where the prefetcher stages features: the cache policy's `staging` memory when it names one (pinned
+// host memory under CUDA, so copies to the device are asynchronous), else the heap.
+template <class P>
+struct staging_of {
+  using type = cache::heap_memory;
+};
+template <policies::stages_in_own_memory P>
+struct staging_of<P> {
+  using type = typename P::staging;
+};
+
+inline std::string checkpoint_name(long global_step, std::size_t phase, index_t position) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ck_%09ld_p%03zu_v%04lld", global_step, phase, static_cast<long long>(position));
+  return buf;
+}
+
+}  // namespace pipeline_detail
+
+template <class PolicySet, class Backend>
+class pipeline_run {
+ public:
+  using segmentation_type = typename PolicySet::segmentation_type;
+  using cache_policy_type = typename PolicySet::cache_type;
+  using loss_type = typename PolicySet::loss_type;
+  using store_type = typename cache_policy_type::store;
+  using staging_type = typename pipeline_detail::staging_of<cache_policy_type>::type;
+  using feed_type = feature_feed<Backend, store_type, staging_type>;
+  using net_type = model::transformer<Backend>;
+  // Loads (or builds) the teacher; called for the teacher pass and the final KD stage only, and the
+  // model is released after each, so it is never resident while segments train.
+  using teacher_source = std::function<std::unique_ptr<net_type>()>;
+
+  // A run of `policies` (the bundle as given: runtime inputs such as measured difficulties are filled
+  // into this run's copy) recovering `student` in place, checked with validate() first.
+  pipeline_run(Backend& be, PolicySet policies, const pipeline_options& opt, student_state& student,
+               std::vector<index_t> boundaries, const data::batch_loader& loader, std::filesystem::path run_dir)
+      : be_(be), pol_(std::move(policies)), opt_(opt), st_(student), tlo_(std::move(boundaries)), loader_(loader),
+        B_(loader.batch_size()), T_(loader.seq_len()), run_dir_(std::move(run_dir)),
+        checkpoints_(run_dir_ / "checkpoints", "ck_", 2) {}
+
+  pipeline_result execute(const teacher_source& load_teacher) {
+    namespace fs = std::filesystem;
+    const student_state initial = opt_.validation_ids.empty() ? student_state{} : st_;
+    res_.policies = policy_names();
+    res_.total = opt_.total;
+
+    write_config();
+    cache_ = pol_.cache.open(run_dir_);
+    sf_.emplace(be_, *cache_, st_, tlo_, B_, T_, opt_.feature_batches);
+
+    // Where to start: a checkpoint, or the beginning.
+    fingerprint_ = fingerprint();
+    std::optional<nlohmann::json> state;
+    if (opt_.resume && checkpoints_.latest()) {
+      state = load_checkpoint();
+    } else {
+      // A fresh start: whatever an earlier run left in a directory-backed cache is not trusted.
+      checkpoints_.forget();
+      for (const auto& k : cache_->keys()) cache_->erase(k);
+    }
+    const long step0 = state ? state->at("global_step").get<long>() : 0;
+    if (state && state->contains("metrics_records"))
+      truncate_metrics_records(run_dir_ / "metrics.jsonl", state->at("metrics_records").get<std::size_t>());
+    else
+      truncate_metrics(run_dir_ / "metrics.jsonl", "global_step", step0);
+    metrics_.open((run_dir_ / "metrics.jsonl").string(), state.has_value());
+
+    memory().reset_peaks();
+    run_peak_.clear();
+
+    teacher_pass(load_teacher);
+    if (state) restore_segmentation_inputs(*state);
+    fill_segmentation_inputs();
+
+    const auto stages = policies::segmentation_stages(pol_.segmentation, st_.config);
+    phases_ = policies::curriculum_phases(pol_.curriculum, stages, st_.config.n_layers());
+    res_.phases = phases_.size();
+    plan_budget();
+
+    std::size_t phase0 = 0;
+    index_t pos0 = 0;
+    long visit_step0 = 0;
+    std::vector<index_t> order0;
+    std::vector<double> difficulty0;
+    bool kd_done = false;
+    if (state) {
+      phase0 = state->at("phase");
+      pos0 = state->at("position");
+      visit_step0 = state->at("visit_step");
+      order0 = state->at("order").get<std::vector<index_t>>();
+      difficulty0 = state->at("difficulty").get<std::vector<double>>();
+      kd_done = state->at("kd_done");
+      res_.resumed = true;
+      if (opt_.log)
+        std::fprintf(opt_.log, "pipeline: resuming at phase %zu, visit %lld, step %ld (%ld segment steps done)\n", phase0,
+                     static_cast<long long>(pos0), visit_step0, step0);
+    }
+
+    if (opt_.progress_bar) {
+      const bool secs = opt_.total.unit == budget_unit::seconds;
+      bar_ = std::make_unique<progress>("lwcl", secs ? static_cast<long>(opt_.total.amount) : total_planned_steps());
+      if (!secs) bar_->update(res_.segment_steps);
+    }
+
+    for (std::size_t p = phase0; p < phases_.size(); ++p) {
+      const auto& ph = phases_[p];
+      std::vector<index_t> order;
+      std::vector<double> difficulty;
+      if (state && p == phase0 && !order0.empty()) {
+        order = order0;
+        difficulty = difficulty0;
+      } else {
+        if (ph.needs_difficulty) difficulty = measure_difficulty(ph);
+        order = policies::visiting_order(pol_.curriculum, ph, difficulty);
+      }
+      const index_t first_pos = state && p == phase0 ? pos0 : 0;
+      for (index_t pos = first_pos; pos < static_cast<index_t>(order.size()); ++pos) {
+        const long s0 = state && p == phase0 && pos == pos0 ? visit_step0 : 0;
+        visit(p, pos, order, difficulty, s0);
+        if (layerwise_spent_) break;
+      }
+      if (layerwise_spent_) break;
+    }
+    if (bar_) bar_->finish();
+    bar_.reset();
+    if (res_.segment_steps == 0 && res_.budget_exhausted && opt_.log)
+      std::fprintf(opt_.log,
+                   "pipeline: the budget of %s was used up before any segment trained (teacher pass %.1f s, difficulty "
+                   "measurements and refreshes %.1f s); the student is unchanged: raise the budget\n",
+                   opt_.total.str().c_str(), res_.teacher_pass_seconds, elapsed() - res_.teacher_pass_seconds);
+
+    if (pol_.curriculum.has_final_kd() && !kd_done && kd_steps_planned_ > 0) {
+      if (opt_.total.unit == budget_unit::seconds && elapsed() >= opt_.total.amount)
+        res_.budget_exhausted = true;  // the teacher pass and the visits took the whole budget
+      else
+        final_kd(load_teacher);
+    }
+
+    for (int t = 0; t < tier_count; ++t) {
+      const auto tt = static_cast<tier>(t);
+      res_.tracker_peak_bytes[std::string(tier_name(tt))] = std::max(run_peak_[t], memory().peak(tt));
+    }
+    res_.cache = cache_->stats();
+    res_.peak_cache_bytes = static_cast<std::size_t>(res_.cache.store.peak_stored_bytes) + peak_staging_;
+    res_.seconds = elapsed_before_ + clock_.seconds();
+    cache_.reset();
+    metrics_.close();
+    if (opt_.save_student) {
+      auto net = st_.to_transformer(be_);
+      const fs::path dir = run_dir_ / "student";
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      checkpoint::save_hf(*net, dir.string());
+    }
+    if (!opt_.validation_ids.empty()) evaluate(load_teacher, initial);
+    write_text_atomic(run_dir_ / "report.json", res_.to_json().dump(2) + "\n");
+    if (opt_.plots) {
+      plot_pipeline_metrics(run_dir_ / "metrics.jsonl", run_dir_);
+      if (!res_.cumulative_error.empty())
+        plot_cumulative_error({{"before recovery", res_.cumulative_error_before}, {"after", res_.cumulative_error}},
+                              run_dir_ / "cumulative_error.png");
+    }
+    return res_;
+  }
+
+  // Throws lwcl::error unless the student, the layer map, the loader and the options fit together.
+  static void validate(const pipeline_options& opt_, const student_state& s, const std::vector<index_t>& tlo,
+                       const data::batch_loader& loader) {
+    const index_t L = s.config.n_layers();
+    check(static_cast<index_t>(s.params.size()) == s.layout.numel(), "pipeline: the student holds ", s.params.size(),
+          " parameters for a layout of ", s.layout.numel());
+    model::check_boundary_map(tlo, L, -1, "pipeline");
+    check(cache::is_feature_dtype(s.type), "pipeline: the student trains in ", dtype_name(s.type),
+          ", expected f32, bf16 or f64 (the feature cache's dtypes)");
+    check(opt_.feature_batches >= 1, "pipeline: feature_batches is ", opt_.feature_batches, ", expected at least 1");
+    check(opt_.total.amount > 0 && std::isfinite(opt_.total.amount), "pipeline: the budget is ", opt_.total.str(),
+          ", expected a positive amount");
+    check(opt_.final_kd_share >= 0 && opt_.final_kd_share < 1, "pipeline: final_kd_share is ", opt_.final_kd_share,
+          ", expected a share in [0, 1)");
+    check(opt_.checkpoint_every >= 0, "pipeline: checkpoint_every is ", opt_.checkpoint_every, ", expected >= 0");
+    check(loader.batch_size() > 0 && loader.seq_len() > 0, "pipeline: the loader has no batch shape");
+    if (!opt_.validation_ids.empty()) {
+      const index_t need = opt_.eval_batches * loader.batch_size() * loader.seq_len();
+      check(opt_.eval_batches >= 1 && static_cast<index_t>(opt_.validation_ids.size()) >= need, "pipeline: ",
+            opt_.validation_ids.size(), " validation tokens, expected at least eval_batches (", opt_.eval_batches,
+            ") batches of ", loader.batch_size(), " x ", loader.seq_len(), " = ", need);
+    }
+  }
+
+ private:
+  // What must not change between a run and its resumption: the batch shape, the cached batches (their
+  // tokens, hashed), the layer map, the budget and the policies.
+  nlohmann::json fingerprint() const {
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the feature batches' token ids
+    std::vector<std::int32_t> ids, targets;
+    for (index_t b = 0; b < opt_.feature_batches; ++b) {
+      loader_.batch(static_cast<std::uint64_t>(b), ids, targets);
+      for (std::int32_t id : ids)
+        for (int k = 0; k < 4; ++k) {
+          h ^= (static_cast<std::uint32_t>(id) >> (8 * k)) & 0xffu;
+          h *= 1099511628211ULL;
+        }
+    }
+    return {{"batch", B_},
+            {"seq_len", T_},
+            {"feature_batches", opt_.feature_batches},
+            {"feature_tokens_hash", std::to_string(h)},
+            {"boundaries", tlo_},
+            {"budget", opt_.total.str()},
+            {"final_kd_share", opt_.final_kd_share},
+            {"policies", policy_names()},
+            {"dtype", std::string(dtype_name(st_.type))}};
+  }
+
+  // The bundle's slot -> policy name, with pipeline_options::policy_labels applied.
+  std::map<std::string, std::string> policy_names() const {
+    auto names = describe(pol_);
+    for (const auto& [slot, label] : opt_.policy_labels) {
+      check(names.count(slot) == 1, "pipeline: policy_labels names slot '", slot,
+            "', expected one of segmentation, curriculum, pruning, cache, loss, backend");
+      names[slot] = label;
+    }
+    return names;
+  }
+
+  // ---- evaluation ----
+  void evaluate(const teacher_source& load_teacher, const student_state& initial) {
+    auto net = st_.to_transformer(be_);
+    const auto p = eval::perplexity(*net, opt_.validation_ids, T_, T_, "validation");
+    res_.val_ppl = p.perplexity();
+    res_.val_protocol = p.protocol();
+    std::vector<std::vector<std::int32_t>> batches;
+    for (index_t k = 0; k < opt_.eval_batches; ++k)
+      batches.emplace_back(opt_.validation_ids.begin() + k * B_ * T_, opt_.validation_ids.begin() + (k + 1) * B_ * T_);
+    auto teacher = load_teacher();
+    check(teacher != nullptr, "pipeline: the teacher source returned no model");
+    res_.cumulative_error = eval::cumulative_error(*teacher, *net, tlo_, batches, B_, T_);
+    net.reset();
+    auto before = initial.to_transformer(be_);
+    res_.cumulative_error_before = eval::cumulative_error(*teacher, *before, tlo_, batches, B_, T_);
+  }
+
+  // ---- set-up ----
+  void write_config() const {
+    const student_state& s = st_;
+    nlohmann::json j;
+    j["policies"] = policy_names();
+    j["budget"] = {{"unit", budget_unit_name(opt_.total.unit)}, {"amount", opt_.total.amount}};
+    j["options"] = {{"feature_batches", opt_.feature_batches}, {"final_kd_share", opt_.final_kd_share},
+                    {"lr", opt_.lr},
+                    {"min_lr", opt_.min_lr},
+                    {"weight_decay", opt_.weight_decay},
+                    {"clip", opt_.clip},
+                    {"kd_temperature", opt_.kd_temperature},
+                    {"checkpoint_every", opt_.checkpoint_every},
+                    {"prefetch_threads", opt_.prefetch.threads},
+                    {"prefetch_ring", opt_.prefetch.ring},
+                    {"batch", B_},
+                    {"seq_len", T_}};
+    j["student"] = {{"family", std::string(model::family_name(s.config.fam))},
+                    {"layers", s.config.n_layers()},
+                    {"d_model", s.config.d_model},
+                    {"dtype", std::string(dtype_name(s.type))},
+                    {"boundaries", tlo_}};
+    write_text_atomic(run_dir_ / "config.json", j.dump(2) + "\n");
+  }
+
+
+  // Caches the teacher's boundary features of batches 0 .. feature_batches - 1 that the store does not
+  // hold yet (a disk store reopened by a resumed run holds them all), then releases the teacher.
+  void teacher_pass(const teacher_source& load_teacher) {
+    timer t;
+    const auto& wanted = tlo_;  // strictly increasing, from 0
+    std::unique_ptr<net_type> teacher;
+    std::vector<std::int32_t> ids, targets;
+    for (index_t b = 0; b < opt_.feature_batches; ++b) {
+      bool have = true;
+      for (index_t tb : wanted) {
+        const auto m = cache_->find_meta({tb, cache::source::teacher, b});
+        have = have && m && m->shape == sf_->feature_shape() && m->type == st_.type;
+      }
+      if (have) continue;
+      if (!teacher) {
+        teacher = load_teacher();
+        check(teacher != nullptr, "pipeline: the teacher source returned no model");
+        const auto& tc = teacher->config();
+        check(tc.d_model == st_.config.d_model, "pipeline: teacher width ", tc.d_model, " != student width ", st_.config.d_model);
+        model::check_boundary_map(tlo_, st_.config.n_layers(), tc.n_layers(), "pipeline");
+        check(teacher->type() == st_.type, "pipeline: the teacher is ", dtype_name(teacher->type()), ", the student ",
+              dtype_name(st_.type), "; features are cached in one dtype");
+        res_.teacher_loaded = true;
+      }
+      loader_.batch(static_cast<std::uint64_t>(b), ids, targets);
+      model::for_each_layer_output(
+          *teacher, ids, B_, T_,
+          [&](index_t boundary, const tensor& h) {
+            if (std::binary_search(wanted.begin(), wanted.end(), boundary)) sf_->put({boundary, cache::source::teacher, b}, h, 0);
+          },
+          wanted.back());
+    }
+    teacher.reset();
+    res_.teacher_pass_seconds += t.seconds();
+    if (metrics_.is_open())
+      metrics_.write({{"event", "teacher_pass"},
+                      {"teacher_loaded", res_.teacher_loaded},
+                      {"boundaries", wanted.size()},
+                      {"batches", opt_.feature_batches},
+                      {"cache_stored_bytes", cache_->stats().store.stored_bytes},
+                      {"seconds", t.seconds()}});
+  }
+
+  // The student's feature at boundary a for every cached batch, with the current weights: recomputed
+  // from the nearest boundary below whose features are current (boundary 0 always is).
+
+  // ---- budget ----
+  index_t visits_total() const {
+    index_t n = 0;
+    for (const auto& ph : phases_) n += static_cast<index_t>(ph.segments.size());
+    return n;
+  }
+  void plan_budget() {
+    const index_t V = visits_total();
+    const bool kd = pol_.curriculum.has_final_kd();
+    visit_steps_.assign(static_cast<std::size_t>(V), 0);
+    kd_steps_planned_ = 0;
+    if (opt_.total.unit == budget_unit::seconds) {
+      kd_steps_planned_ = kd ? 1 : 0;  // the KD stage runs on its share of the time
+      for (auto& s : visit_steps_) s = opt_.max_visit_steps;
+      return;
+    }
+    const double per_step = opt_.total.unit == budget_unit::tokens ? static_cast<double>(B_ * T_) : 1.0;
+    const long total = static_cast<long>(std::floor(opt_.total.amount / per_step));
+    kd_steps_planned_ = kd ? static_cast<long>(std::llround(static_cast<double>(total) * opt_.final_kd_share)) : 0;
+    const long layerwise = total - kd_steps_planned_;
+    check(layerwise >= V, "pipeline: a budget of ", opt_.total.str(), " gives ", layerwise,
+          " segment steps for ", V, " segment visits (", phases_.size(), " phases); give at least one step per visit");
+    for (index_t g = 0; g < V; ++g)
+      visit_steps_[static_cast<std::size_t>(g)] = layerwise / V + (g < layerwise % V ? 1 : 0);
+  }
+  long total_planned_steps() const {
+    long n = 0;
+    for (long s : visit_steps_) n += s;
+    return n;
+  }
+  index_t global_visit(std::size_t phase, index_t pos) const {
+    index_t g = 0;
+    for (std::size_t p = 0; p < phase; ++p) g += static_cast<index_t>(phases_[p].segments.size());
+    return g + pos;
+  }
+  double elapsed() const { return elapsed_before_ + clock_.seconds(); }
+  double layerwise_seconds() const {
+    return opt_.total.amount * (pol_.curriculum.has_final_kd() ? 1.0 - opt_.final_kd_share : 1.0);
+  }
+
+  // ---- difficulty ----
+  // Each segment's local loss on batch 0 before training, on the inputs its first step would read.
+  std::vector<double> measure_difficulty(const policies::curriculum_phase& ph) {
+    const double r = policies::student_fraction(pol_.curriculum, ph, 0);
+    auto d = initial_losses(ph.segments, r);
+    if (metrics_.is_open()) metrics_.write({{"event", "difficulty"}, {"phase", ph.index}, {"difficulty", d}});
+    return d;
+  }
+  std::vector<double> initial_losses(const std::vector<policies::segment>& segments, double r) {
+    std::vector<double> d;
+    optim::adamw_config oc;
+    owned_tensor<Backend> xt(be_, st_.type, sf_->feature_shape()), xs(be_, st_.type, sf_->feature_shape()),
+        y(be_, st_.type, sf_->feature_shape());
+    for (const auto& sg : segments) {
+      if (r > 0) refresh(sg.first);
+      const tensor x = prepare_input(sg.first, 0, r, xt.view(), xs.view());
+      sf_->load(sf_->teacher_item(sf_->teacher_out(sg.last), 0), y.view());
+      segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
+                                              pol_.loss, opt_.clip);
+      d.push_back(seg.loss(x, y.view()));
+    }
+    return d;
+  }
+  // The runtime inputs the run measured for the segmentation, for checkpoints: resuming must segment
+  // exactly as the interrupted run did, not re-measure on weights trained since.
+  nlohmann::json segmentation_inputs() const {
+    nlohmann::json j = nlohmann::json::object();
+    if constexpr (policies::needs_layer_difficulty<segmentation_type>) j["layer_difficulty"] = pol_.segmentation.layer_difficulty;
+    return j;
+  }
+  void restore_segmentation_inputs(const nlohmann::json& state) {
+    if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
+      const auto& in = state.at("segmentation_inputs");
+      if (in.contains("layer_difficulty")) pol_.segmentation.layer_difficulty = in.at("layer_difficulty").get<std::vector<double>>();
+    }
+  }
+  // Runtime inputs a segmentation policy reads from the run when left unset: balanced_difficulty's
+  // per-layer difficulties (each layer's initial local loss on teacher inputs), memory_budget's batch
+  // shape and dtype.
+  void fill_segmentation_inputs() {
+    auto& sp = pol_.segmentation;
+    if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
+      if (sp.layer_difficulty.empty()) {
+        std::vector<policies::segment> layers;
+        for (index_t l = 0; l < st_.config.n_layers(); ++l) layers.push_back({l, l + 1});
+        sp.layer_difficulty = initial_losses(layers, 0.0);
+        if (metrics_.is_open()) {
+          nlohmann::json rec;
+          rec["event"] = "layer_difficulty";
+          rec["difficulty"] = sp.layer_difficulty;
+          metrics_.write(rec);
+        }
+      }
+    }
+    if constexpr (policies::needs_batch_shape<segmentation_type>) {
+      if (sp.batch == 0 && sp.seq == 0) {
+        sp.batch = B_;
+        sp.seq = T_;
+        sp.type = st_.type;
+        sp.input_tensors = 3 * feed_type::set_count(upload_ahead());
+      }
+    }
+  }
+  // The input of a segment starting at boundary a for batch k at student share r, read directly
+  // (outside the prefetcher): teacher features into xt, student features into xs, mixed into xt.
+  tensor prepare_input(index_t a, index_t k, double r, const tensor& xt, const tensor& xs) {
+    if (r < 1) sf_->load(sf_->teacher_item(sf_->teacher_in(a), k), xt);
+    if (r > 0) sf_->load(sf_->student_item(a, k), xs);
+    if (r <= 0) return xt;
+    if (r >= 1) return xs;
+    ops::mix(be_, xt, xt, xs, r);
+    return xt;
+  }
+
+  // ---- one visit ----
+  void visit(std::size_t p, index_t pos, const std::vector<index_t>& order, const std::vector<double>& difficulty, long s0) {
+    const auto& ph = phases_[p];
+    const index_t k = order[static_cast<std::size_t>(pos)];
+    const auto sg = ph.segments[static_cast<std::size_t>(k)];
+    const index_t g = global_visit(p, pos);
+    long planned = visit_steps_[static_cast<std::size_t>(g)];
+    const bool secs = opt_.total.unit == budget_unit::seconds;
+
+    visit_report rep;
+    rep.phase = p;
+    rep.position = pos;
+    rep.segment = k;
+    rep.first = sg.first;
+    rep.last = sg.last;
+    rep.order = std::string(ph.order);
+    rep.inputs = std::string(ph.inputs);
+    if (!difficulty.empty()) rep.difficulty = difficulty[static_cast<std::size_t>(k)];
+    if (s0 > 0 && !partial_.is_null()) {
+      const auto prev = visit_report::from_json(partial_);
+      rep.loss_first = prev.loss_first;
+      rep.student_fraction_first = prev.student_fraction_first;
+      rep.seconds = prev.seconds;
+      rep.stall_seconds = prev.stall_seconds;
+    }
+
+    std::vector<double> share(static_cast<std::size_t>(planned));
+    bool any_student = false;
+    for (long s = 0; s < planned; ++s) {
+      share[static_cast<std::size_t>(s)] = policies::student_fraction(pol_.curriculum, ph, static_cast<index_t>(s));
+      any_student = any_student || share[static_cast<std::size_t>(s)] > 0;
+    }
+    if (any_student) refresh(sg.first);
+
+    // The deadline of this visit under a seconds budget: an equal share of the layer-wise time left.
+    double deadline = 0;
+    if (secs) {
+      const index_t left = visits_total() - g;
+      deadline = elapsed() + std::max(0.0, layerwise_seconds() - elapsed()) / static_cast<double>(std::max<index_t>(1, left));
+      if (elapsed() >= layerwise_seconds()) {
+        res_.budget_exhausted = true;  // this visit and the ones after it get no steps
+        layerwise_spent_ = true;
+        return;
+      }
+    }
+
+    // Compute memory of this visit, measured by the tracker from here.
+    const tier ct = Backend::memory_tier;
+    for (int t = 0; t < tier_count; ++t) run_peak_[t] = std::max(run_peak_[t], memory().peak(static_cast<tier>(t)));
+    const std::size_t base = memory().current(ct);
+    memory().reset_peak(ct);
+
+    optim::adamw_config oc;
+    oc.lr = opt_.lr;
+    oc.weight_decay = opt_.weight_decay;
+    segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
+                                            pol_.loss, opt_.clip);
+    if (s0 > 0) {
+      const auto path = *checkpoints_.latest() / "segment.bin";
+      std::ifstream in(path, std::ios::binary);
+      check(in.good(), "pipeline: cannot read '", path.string(), "'");
+      seg.load_state(in);
+      check(seg.steps() == s0, "pipeline: the segment state in '", path.string(), "' is at step ", seg.steps(), ", the checkpoint at ",
+            s0);
+    }
+    optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
+    timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
+    double stall = 0;
+    std::size_t staging = 0, feature_sets = 1;
+    {
+      feed_type fd(be_, *cache_, *sf_, sg.first, sg.last, s0, planned, share, opt_.prefetch, upload_ahead(), st_.type);
+      feature_sets = fd.sets();
+      for (long s = s0; s < planned; ++s) {
+        if (opt_.halt_after_steps > 0 && steps_this_process_ >= opt_.halt_after_steps) throw pipeline_halted{};
+        if (secs) {
+          if (elapsed() >= deadline) break;
+          if (s == s0 + 3) {
+            const double per_step = estimate.seconds() / 3.0;
+            planned = std::min(planned, s0 + 3 + static_cast<long>((deadline - elapsed()) / std::max(per_step, 1e-9)));
+            sched.total_steps = std::max(1L, planned);
+            fd.end_at(planned);
+          }
+        }
+        const double r = share[static_cast<std::size_t>(s)];
+        const feature_set<Backend>& in = fd.at(s);
+        tensor x = r <= 0 ? in.xt.view() : in.xs.view();
+        if (r > 0 && r < 1) {
+          ops::mix(be_, in.xt.view(), in.xt.view(), in.xs.view(), r);
+          x = in.xt.view();
+        }
+        const double lr = sched.lr(s + 1);
+        double loss = 0;
+        try {
+          loss = seg.step(x, in.y.view(), lr);
+        } catch (const lwcl::error& e) {
+          fail("pipeline: phase ", p, ", segment [", sg.first, ", ", sg.last, "), step ", s + 1, " (global step ",
+               res_.segment_steps + 1, "): ", e.what());
+        }
+        if (s == 0) {
+          rep.loss_first = loss;
+          rep.student_fraction_first = r;
+        }
+        rep.loss_last = loss;
+        rep.student_fraction_last = r;
+        rep.steps = s + 1;
+        ++res_.segment_steps;
+        ++steps_this_process_;
+        res_.tokens += B_ * T_;
+        metrics_.write({{"global_step", res_.segment_steps},
+                        {"phase", p},
+                        {"position", pos},
+                        {"first", sg.first},
+                        {"last", sg.last},
+                        {"step", s + 1},
+                        {"loss", loss},
+                        {"student_fraction", r},
+                        {"lr", lr},
+                        {"seconds", elapsed()},
+                        {"memory", memory_sample(fd.stats().staging_bytes)}});
+        if (bar_) bar_->update(secs ? static_cast<long>(elapsed()) : res_.segment_steps,
+                               "phase " + std::to_string(p) + " layers " + std::to_string(sg.first) + "-" +
+                                   std::to_string(sg.last - 1));
+        if (opt_.checkpoint_every > 0 && (s + 1) % opt_.checkpoint_every == 0 && s + 1 < planned) {
+          rep.planned_steps = planned;
+          rep.seconds += vt.seconds();
+          rep.stall_seconds += fd.stats().stall_seconds - stall;
+          stall = fd.stats().stall_seconds;
+          vt = timer();
+          save_checkpoint(p, pos, s + 1, order, difficulty, &seg, rep);
+        }
+      }
+      const auto ps = fd.stats();
+      rep.stall_seconds += ps.stall_seconds - stall;
+      staging = ps.staging_bytes;
+    }
+    rep.planned_steps = planned;
+    rep.seconds += vt.seconds();
+    rep.compute_bytes = seg.resident_bytes() + 3 * feature_sets * sf_->feature_bytes();
+    rep.staging_bytes = staging;
+    rep.tracker_bytes = memory().peak(ct) - base;
+    res_.step_seconds += rep.seconds;
+    res_.stall_seconds += rep.stall_seconds;
+    res_.peak_compute_bytes = std::max(res_.peak_compute_bytes, rep.compute_bytes);
+    peak_staging_ = std::max(peak_staging_, staging);
+    if (secs && elapsed() >= layerwise_seconds()) layerwise_spent_ = true;
+    if (secs && rep.steps < planned) res_.budget_exhausted = true;
+
+    if (rep.steps > 0) {  // a visit cut before its first step changed nothing
+      seg.write_back(st_.layout, st_.params);
+      sf_->trained(sg.first, sg.last);  // the features above the segment are stale now
+    }
+    res_.visits.push_back(rep);
+    partial_ = nlohmann::json();
+    if (metrics_.is_open()) {
+      auto j = rep.to_json();
+      j["event"] = "visit";
+      metrics_.write(j);
+    }
+    save_checkpoint(p, pos + 1, 0, order, difficulty, nullptr, rep);
+  }
+
+  // Bytes held now: compute (the backend's tier, less what the cache and the staging ring hold there),
+  // the cache's stored bytes, the staging ring, and the tracker's raw count of the backend's tier.
+  nlohmann::json memory_sample(std::size_t staging) const {
+    constexpr tier ct = Backend::memory_tier;
+    const std::size_t tracked = memory().current(ct);
+    const std::size_t cache = cache_->stats().store.stored_bytes;
+    std::size_t other = 0;
+    if (store_type::memory_tier == ct) other += cache;
+    if (staging_type::memory_tier == ct) other += staging;
+    return {{"compute", tracked > other ? tracked - other : 0}, {"cache", cache}, {"staging", staging}, {"tracker", tracked}};
+  }
+
+  // ---- final KD ----
+  void final_kd(const teacher_source& load_teacher) {
+    timer t;
+    auto teacher = load_teacher();
+    check(teacher != nullptr, "pipeline: the teacher source returned no model");
+    auto net = st_.to_transformer(be_);
+    e2e_options eo;
+    eo.lr = opt_.lr;
+    eo.min_lr = opt_.min_lr;
+    eo.weight_decay = opt_.weight_decay;
+    eo.temperature = opt_.kd_temperature;
+    eo.clip = opt_.clip;
+    eo.progress_bar = opt_.progress_bar;
+    if (opt_.total.unit == budget_unit::seconds) {
+      eo.steps = opt_.max_visit_steps;
+      eo.time_budget_seconds = std::max(1e-3, opt_.total.amount - elapsed());
+    } else {
+      eo.steps = kd_steps_planned_;
+    }
+    const auto r = train_e2e_kd(*teacher, *net, loader_, B_, T_, eo, nullptr);
+    st_ = student_state::of(*net);
+    res_.kd_steps = r.steps;
+    res_.tokens += r.tokens;
+    res_.kd_peak_compute_bytes = r.peak_compute_bytes;
+    res_.kd_seconds = t.seconds();
+    res_.budget_exhausted = res_.budget_exhausted || r.budget_exhausted;
+    if (metrics_.is_open()) {
+      nlohmann::json rec;
+      rec["event"] = "final_kd";
+      rec["steps"] = r.steps;
+      rec["loss_first"] = r.loss_first;
+      rec["loss_last"] = r.loss_last;
+      rec["peak_compute_bytes"] = r.peak_compute_bytes;
+      rec["seconds"] = r.seconds;
+      metrics_.write(rec);
+    }
+    save_checkpoint(phases_.size(), 0, 0, {}, {}, nullptr, visit_report{}, true);
+  }
+
+  // ---- checkpoints ----
+  // <run>/checkpoints/<name>/: student.bin (every parameter as a double), segment.bin (the visit's
+  // segment parameters and AdamW state, mid-visit only), state.json; `latest` names it, written last.
+  void save_checkpoint(std::size_t phase, index_t position, long visit_step, const std::vector<index_t>& order,
+                       const std::vector<double>& difficulty, const segment_trainer<Backend, loss_type>* seg,
+                       const visit_report& partial, bool kd_done = false) {
+    const auto name = pipeline_detail::checkpoint_name(res_.segment_steps, phase, position);
+    const auto dir = checkpoints_.start(name);
+    {
+      std::ofstream f(dir / "student.bin", std::ios::binary);
+      f.write(reinterpret_cast<const char*>(st_.params.data()), static_cast<std::streamsize>(st_.params.size() * sizeof(double)));
+      f.flush();
+      check(f.good(), "pipeline: writing '", (dir / "student.bin").string(), "' failed");
+    }
+    if (seg) {
+      std::ofstream f(dir / "segment.bin", std::ios::binary);
+      seg->save_state(f);
+      f.flush();
+      check(f.good(), "pipeline: writing '", (dir / "segment.bin").string(), "' failed");
+    }
+    nlohmann::json visits = nlohmann::json::array();
+    for (const auto& v : res_.visits) visits.push_back(v.to_json());
+    nlohmann::json j = {{"global_step", res_.segment_steps},
+                        {"metrics_records", metrics_.records()},
+                        {"phase", phase},
+                        {"position", position},
+                        {"visit_step", visit_step},
+                        {"order", order},
+                        {"difficulty", difficulty},
+                        {"kd_done", kd_done},
+                        {"visits", visits},
+                        {"partial", seg ? partial.to_json() : nlohmann::json()},
+                        {"tokens", res_.tokens},
+                        {"kd_steps", res_.kd_steps},
+                        {"seconds", elapsed()},
+                        {"step_seconds", res_.step_seconds},
+                        {"stall_seconds", res_.stall_seconds},
+                        {"peak_compute_bytes", res_.peak_compute_bytes},
+                        {"peak_staging_bytes", peak_staging_},
+                        {"student_parameters", st_.params.size()},
+                        {"kd_peak_compute_bytes", res_.kd_peak_compute_bytes},
+                        {"kd_seconds", res_.kd_seconds},
+                        {"teacher_pass_seconds", res_.teacher_pass_seconds},
+                        {"refresh_seconds", res_.refresh_seconds},
+                        {"teacher_loaded", res_.teacher_loaded},
+                        {"budget_exhausted", res_.budget_exhausted},
+                        {"segmentation_inputs", segmentation_inputs()},
+                        {"fingerprint", fingerprint_}};
+    sf_->save_versions(j);
+    write_text_atomic(dir / "state.json", j.dump() + "\n");
+    checkpoints_.commit(name);  // `latest`, written last; the newest two checkpoints remain
+  }
+
+  nlohmann::json load_checkpoint() {
+    const auto dir = *checkpoints_.latest();
+    auto j = nlohmann::json::parse(read_text(dir / "state.json"));
+    check(j.at("student_parameters").get<std::size_t>() == st_.params.size(), "pipeline: checkpoint '", dir.string(),
+          "' holds ", j.at("student_parameters").get<std::size_t>(), " student parameters, this student has ",
+          st_.params.size(), " (a run directory belongs to one student)");
+    for (const auto& [field, value] : fingerprint_.items())
+      check(j.at("fingerprint").contains(field) && j.at("fingerprint").at(field) == value, "pipeline: checkpoint '",
+            dir.string(), "' was made with ", field, " = ",
+            j.at("fingerprint").contains(field) ? j.at("fingerprint").at(field).dump() : std::string("(none)"),
+            ", this run has ", value.dump(), "; resume with the same settings, or start afresh (another run directory, or "
+            "resume = false)");
+    std::ifstream f(dir / "student.bin", std::ios::binary);
+    f.read(reinterpret_cast<char*>(st_.params.data()), static_cast<std::streamsize>(st_.params.size() * sizeof(double)));
+    check(f.good(), "pipeline: '", (dir / "student.bin").string(), "' is shorter than the student's parameters");
+    sf_->restore_versions(j);
+    for (const auto& v : j.at("visits")) res_.visits.push_back(visit_report::from_json(v));
+    partial_ = j.at("partial");
+    res_.segment_steps = j.at("global_step");
+    res_.tokens = j.at("tokens");
+    res_.kd_steps = j.at("kd_steps");
+    res_.step_seconds = j.at("step_seconds");
+    res_.stall_seconds = j.at("stall_seconds");
+    res_.peak_compute_bytes = j.at("peak_compute_bytes");
+    peak_staging_ = j.at("peak_staging_bytes");
+    elapsed_before_ = j.at("seconds");
+    res_.kd_peak_compute_bytes = j.at("kd_peak_compute_bytes");
+    res_.kd_seconds = j.at("kd_seconds");
+    res_.teacher_pass_seconds = j.at("teacher_pass_seconds");
+    res_.refresh_seconds = j.at("refresh_seconds");
+    res_.teacher_loaded = j.at("teacher_loaded");
+    res_.budget_exhausted = j.at("budget_exhausted");
+    return j;
+  }
+
+  // Whether a visit queues the next step's feature copies ahead (unset: on device backends only).
+  bool upload_ahead() const { return opt_.upload_ahead.value_or(Backend::is_device); }
+
+  // The student feature at boundary a made current before a visit reads it, the refresh recorded.
+  void refresh(index_t a) {
+    const auto r = sf_->refresh(a);
+    if (!r) return;
+    res_.refresh_seconds += r->seconds;
+    if (metrics_.is_open()) {
+      // Filled field by field: nvcc's front end rejects a nested braced list here.
+      nlohmann::json rec;
+      rec["event"] = "refresh";
+      rec["boundary"] = r->boundary;
+      rec["from"] = r->from;
+      rec["version"] = r->version;
+      rec["seconds"] = r->seconds;
+      metrics_.write(rec);
+    }
+  }
+
+  Backend& be_;
+  PolicySet pol_;  // this run's copy, with its measured runtime inputs
+  const pipeline_options& opt_;
+  student_state& st_;
+  std::vector<index_t> tlo_;
+  const data::batch_loader& loader_;
+  index_t B_, T_;
+  std::filesystem::path run_dir_;
+  checkpoint_dir checkpoints_;
+  std::unique_ptr<cache::feature_cache<store_type>> cache_;
+  std::optional<student_features<Backend, store_type>> sf_;
+  std::vector<policies::curriculum_phase> phases_;
+  std::vector<long> visit_steps_;
+  long kd_steps_planned_ = 0;
+  bool layerwise_spent_ = false;  // a seconds budget's layer-wise share is used up
+  pipeline_result res_;
+  nlohmann::json partial_, fingerprint_;
+  metrics_writer metrics_;
+  std::unique_ptr<progress> bar_;
+  timer clock_;
+  double elapsed_before_ = 0;
+  long steps_this_process_ = 0;
+  std::size_t peak_staging_ = 0;
+  std::map<int, std::size_t> run_peak_;
+};
+
+}  // namespace lwcl::distill
