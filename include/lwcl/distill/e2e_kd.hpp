@@ -14,6 +14,7 @@
 #include "lwcl/core/metrics.hpp"
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/timer.hpp"
+#include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/data/loader.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/distill_loss.hpp"
@@ -81,8 +82,8 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
       break;
     }
     if (opt.time_budget_seconds > 0 && s == 4) {
-      const double per_step = clock.seconds() / 3.0;
-      sched.total_steps = std::min(opt.steps, 3 + static_cast<long>((opt.time_budget_seconds - clock.seconds()) / std::max(per_step, 1e-9)));
+      const double elapsed = clock.seconds();
+      sched.total_steps = steps_within_seconds(opt.steps, 3, 3, elapsed, opt.time_budget_seconds - elapsed);
     }
     loader.batch(opt.first_batch + static_cast<std::uint64_t>(s - 1), ids, targets);
     be.from_host(tok.data(), ids.data(), tok.bytes());

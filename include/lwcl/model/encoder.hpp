@@ -14,6 +14,7 @@
 #include "lwcl/core/math.hpp"
 #include "lwcl/model/block_stack.hpp"
 #include "lwcl/model/transformer.hpp"
+#include "lwcl/model/weights.hpp"
 #include "lwcl/ops/elementwise.hpp"
 #include "lwcl/ops/embedding.hpp"
 #include "lwcl/ops/layernorm.hpp"
@@ -115,45 +116,22 @@ void l2_normalize(Backend& be, const tensor& x, double eps = 1e-12) {
 }
 
 template <class Backend>
-class encoder {
+class encoder : public weights<Backend> {
+  using base = weights<Backend>;
+  using base::be_, base::type_, base::layout_, base::params_, base::grads_, base::stack_, base::bytes_of;
+
  public:
+  using base::param, base::grad;
+
   encoder(Backend& be, encoder_config cfg, dtype t = dtype::f32)
-      : be_(be), cfg_(std::move(cfg)), type_(t), layout_((cfg_.validate(), encoder_layout(cfg_))) {
-    params_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
-    grads_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
-    be_.fill_zero(params_.data(), params_.bytes());
-    be_.fill_zero(grads_.data(), grads_.bytes());
-    const auto& m = cfg_.model;
-    stack_ = std::make_unique<block_stack<Backend>>(be_, m, 0, m.n_layers(), layout_, params_.data(), grads_.data(), type_);
-  }
+      : base(be, cfg.model, (cfg.validate(), encoder_layout(cfg)), t), cfg_(std::move(cfg)) {}
 
   const model_config& config() const { return cfg_.model; }
   const encoder_config& encoder_cfg() const { return cfg_; }
   index_t type_vocab() const { return cfg_.type_vocab; }
-  Backend& backend() const { return be_; }
-  const tensor_layout& layout() const { return layout_; }
-  dtype type() const { return type_; }
-  index_t num_parameters() const {
-    index_t n = 0;
-    for (const auto& e : layout_.entries()) n += e.shape.numel();
-    return n;
-  }
-  // The whole flat parameter / gradient buffers (alignment padding included; it stays zero).
-  tensor params() const { return tensor(params_.data(), type_, {layout_.numel()}); }
-  tensor grads() const { return tensor(grads_.data(), type_, {layout_.numel()}); }
-  tensor param(const std::string& name) const { return layout_.view(params_.data(), type_, name); }
-  tensor grad(const std::string& name) const { return layout_.view(grads_.data(), type_, name); }
 
-  // model::init_parameters' initialisation, deterministic in the seed (norm weights 1, biases 0).
-  void init(std::uint64_t seed) {
-    ops::dispatch_float("encoder::init", type_, [&](auto z) {
-      using T = decltype(z);
-      std::vector<T> host(static_cast<std::size_t>(layout_.numel()), T(0));
-      init_parameters(cfg_.model, layout_, host.data(), seed);
-      be_.from_host(params_.data(), host.data(), params_.bytes());
-    });
-  }
-  void zero_grad() { be_.fill_zero(grads_.data(), grads_.bytes()); }
+  // init_parameters' initialisation, deterministic in the seed (norm weights 1, biases 0).
+  void init(std::uint64_t seed) { this->init_from(cfg_.model, seed, "encoder::init"); }
 
   // Last hidden states (B, T, C) of `tokens` (i32 (B, T), backend memory) with segment ids
   // `token_types` (i32 (B, T); an empty tensor means all 0, BERT's default). Valid until the next
@@ -224,8 +202,6 @@ class encoder {
     owned_tensor<Backend> zero_types;  // i32 zeros: the token types when none are given
   };
 
-  std::size_t bytes_of(index_t n) const { return static_cast<std::size_t>(n) * dtype_size(type_); }
-
   // Every id of `ids` (i32, backend memory) lies in [0, n); the error names its (b, t) position.
   void check_ids(std::string_view op, std::string_view what, std::string_view arg, const tensor& ids, index_t n,
                  std::string_view range) {
@@ -260,12 +236,7 @@ class encoder {
     acts_ = std::move(a);
   }
 
-  Backend& be_;
   encoder_config cfg_;
-  dtype type_;
-  tensor_layout layout_;
-  buffer<Backend> params_, grads_;
-  std::unique_ptr<block_stack<Backend>> stack_;
   std::unique_ptr<activations> acts_;
   tensor tokens_, types_;
 };

@@ -10,6 +10,7 @@
 
 #include "lwcl/core/rng.hpp"
 #include "lwcl/model/block_stack.hpp"
+#include "lwcl/model/weights.hpp"
 #include "lwcl/ops/cross_entropy.hpp"
 #include "lwcl/ops/embedding.hpp"
 
@@ -29,70 +30,22 @@ inline tensor_layout model_layout(const model_config& cfg) {
   return layout;
 }
 
-// GPT-2's initialisation, deterministic in the seed: weights N(0, 0.02), residual output projections
-// N(0, 0.02 / sqrt(2 L)), norm weights 1, biases 0. Writes host memory of type T laid out by `layout`.
-template <class T>
-void init_parameters(const model_config& cfg, const tensor_layout& layout, T* host, std::uint64_t seed) {
-  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<index_t>(1, cfg.n_layers())));
-  for (std::size_t i = 0; i < layout.entries().size(); ++i) {
-    const auto& e = layout.entries()[i];
-    T* p = host + e.offset;
-    const index_t n = e.shape.numel();
-    const bool is_bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
-    const bool is_norm = e.name.find("norm") != std::string::npos;
-    if (is_norm && !is_bias) {
-      for (index_t j = 0; j < n; ++j) p[j] = T(1);
-    } else if (is_bias) {
-      for (index_t j = 0; j < n; ++j) p[j] = T(0);
-    } else {
-      const bool residual_out = e.name.find("attn.o.weight") != std::string::npos ||
-                                e.name.find("mlp.proj.weight") != std::string::npos ||
-                                e.name.find("mlp.down.weight") != std::string::npos;
-      const double std = residual_out ? proj_std : 0.02;
-      philox_stream s{seed, i};
-      for (index_t j = 0; j < n; ++j) p[j] = static_cast<T>(std * s.normal(static_cast<std::uint64_t>(j)));
-    }
-  }
-}
-
 template <class Backend>
-class transformer {
+class transformer : public weights<Backend> {
+  using base = weights<Backend>;
+  using base::be_, base::type_, base::layout_, base::params_, base::grads_, base::stack_, base::bytes_of;
+
  public:
+  using base::param, base::grad;
+
   transformer(Backend& be, model_config cfg, dtype t = dtype::f32)
-      : be_(be), cfg_(std::move(cfg)), type_(t), layout_((cfg_.validate(), model_layout(cfg_))) {
+      : base(be, cfg, (cfg.validate(), model_layout(cfg)), t), cfg_(std::move(cfg)) {
     check(!cfg_.traits().post_norm, "transformer: family ", family_name(cfg_.fam),
           " is an encoder; the language-model transformer supports gpt2, llama and qwen2");
-    params_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
-    grads_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
-    be_.fill_zero(params_.data(), params_.bytes());
-    be_.fill_zero(grads_.data(), grads_.bytes());
-    stack_ = std::make_unique<block_stack<Backend>>(be_, cfg_, 0, cfg_.n_layers(), layout_, params_.data(), grads_.data(), type_);
   }
 
   const model_config& config() const { return cfg_; }
-  Backend& backend() const { return be_; }
-  const tensor_layout& layout() const { return layout_; }
-  dtype type() const { return type_; }
-  index_t num_parameters() const {
-    index_t n = 0;
-    for (const auto& e : layout_.entries()) n += e.shape.numel();
-    return n;
-  }
-  // The whole flat parameter / gradient buffers (including alignment padding, which stays zero).
-  tensor params() const { return tensor(params_.data(), type_, {layout_.numel()}); }
-  tensor grads() const { return tensor(grads_.data(), type_, {layout_.numel()}); }
-  tensor param(const std::string& name) const { return layout_.view(params_.data(), type_, name); }
-  tensor grad(const std::string& name) const { return layout_.view(grads_.data(), type_, name); }
-
-  void init(std::uint64_t seed) {
-    dispatch_host([&](auto z) {
-      using T = decltype(z);
-      std::vector<T> host(static_cast<std::size_t>(layout_.numel()), T(0));
-      init_parameters(cfg_, layout_, host.data(), seed);
-      be_.from_host(params_.data(), host.data(), params_.bytes());
-    });
-  }
-  void zero_grad() { be_.fill_zero(grads_.data(), grads_.bytes()); }
+  void init(std::uint64_t seed) { this->init_from(cfg_, seed, "transformer"); }
 
   // Runs the model on `tokens` (i32, (B, T), backend memory) up to the logits, saving what backward
   // needs; returns the logits (B, T, vocab), valid until the next forward.
@@ -186,11 +139,6 @@ class transformer {
     arena<Backend> mem;
   };
 
-  template <class F>
-  void dispatch_host(F&& f) {
-    ops::dispatch_storage("transformer", type_, std::forward<F>(f));
-  }
-  std::size_t bytes_of(index_t n) const { return static_cast<std::size_t>(n) * dtype_size(type_); }
   bool has(const std::string& name) const { return layout_.contains(name); }
   tensor head() const { return cfg_.tie_embeddings ? param("wte") : param("lm_head.weight"); }
   tensor head_grad() const { return cfg_.tie_embeddings ? grad("wte") : grad("lm_head.weight"); }
@@ -226,12 +174,7 @@ class transformer {
     acts_ = std::move(a);
   }
 
-  Backend& be_;
   model_config cfg_;
-  dtype type_;
-  tensor_layout layout_;
-  buffer<Backend> params_, grads_;
-  std::unique_ptr<block_stack<Backend>> stack_;
   std::unique_ptr<activations> acts_;
   tensor tokens_, targets_;
 };

@@ -2,6 +2,7 @@
 // What a recovery may spend: optimiser steps, training tokens or wall-clock seconds, parsed from
 // "steps:400", "tokens:2e6", "seconds:90" (or a bare number of steps).
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <sstream>
@@ -58,6 +59,15 @@ inline budget parse_budget(const std::string& text) {
   check(used == number.size() && !number.empty() && std::isfinite(b.amount) && b.amount > 0, "budget '", text,
         "': expected a positive number, optionally after steps:, tokens: or seconds:");
   return b;
+}
+
+// The rule every trainer under a seconds budget plans by (the pipeline's visits, end-to-end KD): it
+// times its first steps, then plans those plus as many more as the seconds left hold at their pace,
+// never more than it had planned. `done`: steps taken so far; `seconds_done`: what they took (so the
+// pace is seconds_done / measured, `measured` of them timed); `seconds_left`: the budget still open.
+inline long steps_within_seconds(long planned, long done, long measured, double seconds_done, double seconds_left) {
+  const double per_step = seconds_done / static_cast<double>(measured);
+  return std::min(planned, done + static_cast<long>(seconds_left / std::max(per_step, 1e-9)));
 }
 
 }  // namespace lwcl::distill

@@ -565,8 +565,7 @@ class pipeline_run {
         if (secs) {
           if (elapsed() >= deadline) break;
           if (s == s0 + 3) {
-            const double per_step = estimate.seconds() / 3.0;
-            planned = std::min(planned, s0 + 3 + static_cast<long>((deadline - elapsed()) / std::max(per_step, 1e-9)));
+            planned = steps_within_seconds(planned, s0 + 3, 3, estimate.seconds(), deadline - elapsed());
             sched.total_steps = std::max(1L, planned);
             fd.end_at(planned);
           }

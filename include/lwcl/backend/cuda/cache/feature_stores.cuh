@@ -23,6 +23,7 @@
 #include "lwcl/cache/concept.hpp"
 #include "lwcl/cache/host_store.hpp"
 #include "lwcl/cache/prefetcher.hpp"
+#include "lwcl/cache/record_map.hpp"
 
 namespace lwcl::cache {
 
@@ -101,32 +102,20 @@ class device_store {
       backend::cuda_detail::scoped_device on(device_);
       LWCL_CUDA_CHECK(cudaMemcpy(r->bytes.data(), payload.data(), payload.size(), cudaMemcpyHostToDevice));
     }
-    std::shared_ptr<const record> old;
-    std::unique_lock lock(mu_);
-    auto [it, inserted] = records_.try_emplace(k, r);
-    if (!inserted) {
-      usage_.remove(it->second->meta);
-      old = std::exchange(it->second, r);
-    }
-    usage_.add(m);
+    records_.put(k, std::move(r));
   }
 
-  std::optional<record_meta> meta(const feature_key& k) const {
-    std::shared_lock lock(mu_);
-    const auto it = records_.find(k);
-    if (it == records_.end()) return std::nullopt;
-    return it->second->meta;
-  }
+  std::optional<record_meta> meta(const feature_key& k) const { return records_.meta(k); }
 
   std::optional<record_view> find(const feature_key& k) const {
-    std::shared_ptr<const record> r = lookup(k);
+    std::shared_ptr<const record> r = records_.lookup(k);
     if (!r) return std::nullopt;
     return record_view{r->meta, std::span<const std::byte>(r->bytes.data(), r->bytes.bytes()), r};
   }
 
   // `out` is host memory.
   record_meta read(const feature_key& k, std::span<std::byte> out) const {
-    std::shared_ptr<const record> r = lookup(k);
+    std::shared_ptr<const record> r = records_.lookup(k);
     if (!r) cache_detail::fail_missing(name, k);
     check(out.size() == r->meta.raw_bytes(), name, ": output of ", out.size(), " bytes for feature ", k.str(), " (",
           dtype_name(r->meta.type), r->meta.shape.str(), "), expected ", r->meta.raw_bytes());
@@ -137,44 +126,10 @@ class device_store {
     return r->meta;
   }
 
-  bool erase(const feature_key& k) {
-    std::shared_ptr<const record> old;
-    std::unique_lock lock(mu_);
-    const auto it = records_.find(k);
-    if (it == records_.end()) return false;
-    usage_.remove(it->second->meta);
-    old = std::move(it->second);
-    records_.erase(it);
-    return true;
-  }
-
-  std::size_t invalidate(index_t boundary, source src) {
-    std::vector<std::shared_ptr<const record>> old;
-    std::unique_lock lock(mu_);
-    for (auto it = records_.begin(); it != records_.end();) {
-      if (it->first.boundary == boundary && it->first.src == src) {
-        usage_.remove(it->second->meta);
-        old.push_back(std::move(it->second));
-        it = records_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    return old.size();
-  }
-
-  std::vector<feature_key> keys() const {
-    std::shared_lock lock(mu_);
-    std::vector<feature_key> out;
-    out.reserve(records_.size());
-    for (const auto& [k, r] : records_) out.push_back(k);
-    return out;
-  }
-
-  store_usage usage() const {
-    std::shared_lock lock(mu_);
-    return usage_.snapshot(name, memory_tier);
-  }
+  bool erase(const feature_key& k) { return records_.erase(k); }
+  std::size_t invalidate(index_t boundary, source src) { return records_.invalidate(boundary, src); }
+  std::vector<feature_key> keys() const { return records_.keys(); }
+  store_usage usage() const { return records_.usage(name, memory_tier); }
 
  private:
   struct record {
@@ -183,16 +138,8 @@ class device_store {
     cache_detail::device_bytes bytes;
   };
 
-  std::shared_ptr<const record> lookup(const feature_key& k) const {
-    std::shared_lock lock(mu_);
-    const auto it = records_.find(k);
-    return it == records_.end() ? nullptr : it->second;
-  }
-
   int device_ = 0;
-  mutable std::shared_mutex mu_;
-  std::map<feature_key, std::shared_ptr<const record>> records_;
-  cache_detail::usage_counter usage_;
+  cache_detail::record_map<record> records_;
 };
 static_assert(feature_store<device_store>);
 
