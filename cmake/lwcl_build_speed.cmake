@@ -4,13 +4,14 @@
 include_guard(GLOBAL)
 
 # ccache, when present and no launcher was chosen: a rebuild of an unchanged translation unit is a
-# cache hit. The sloppiness lets it cache units compiled with a precompiled header. LWCL_CCACHE=OFF
-# turns it off.
+# cache hit. The sloppiness lets it cache units compiled with a precompiled header; the base directory
+# (this source tree) makes the paths it hashes relative, so that another clone of the same sources hits
+# the same entries. LWCL_CCACHE=OFF turns it off.
 option(LWCL_CCACHE "Compile through ccache when it is installed" ON)
 find_program(LWCL_CCACHE_PROGRAM ccache)
 if(LWCL_CCACHE AND LWCL_CCACHE_PROGRAM)
   set(lwcl_launcher ${CMAKE_COMMAND} -E env CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-                    ${LWCL_CCACHE_PROGRAM})
+                    CCACHE_BASEDIR=${PROJECT_SOURCE_DIR} ${LWCL_CCACHE_PROGRAM})
   if(NOT CMAKE_CXX_COMPILER_LAUNCHER)
     set(CMAKE_CXX_COMPILER_LAUNCHER ${lwcl_launcher})
   endif()
