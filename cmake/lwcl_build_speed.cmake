@@ -27,10 +27,20 @@ endif()
 # which also checks that each includes what it uses).
 option(LWCL_PCH "Precompile the headers shared by the tests and by the experiments" ON)
 
+# Under ccache, the flags that let it cache units built with a precompiled header: GCC must show it
+# the header's use in the preprocessed output (-fpch-preprocess); clang must not stamp the header with
+# its build time.
+set(lwcl_pch_ccache_flags "")
+if(LWCL_CCACHE AND LWCL_CCACHE_PROGRAM)
+  set(lwcl_pch_ccache_flags "$<$<CXX_COMPILER_ID:GNU>:-fpch-preprocess>"
+                            "$<$<CXX_COMPILER_ID:Clang>:SHELL:-Xclang -fno-pch-timestamp>")
+endif()
+
 # lwcl_precompile(<target> <header>...): gives <target> a precompiled header of the listed headers.
 function(lwcl_precompile target)
   if(LWCL_PCH)
     target_precompile_headers(${target} PRIVATE ${ARGN})
+    target_compile_options(${target} PRIVATE ${lwcl_pch_ccache_flags})
   endif()
 endfunction()
 
@@ -38,5 +48,6 @@ endfunction()
 function(lwcl_reuse_precompiled target from)
   if(LWCL_PCH)
     target_precompile_headers(${target} REUSE_FROM ${from})
+    target_compile_options(${target} PRIVATE ${lwcl_pch_ccache_flags})
   endif()
 endfunction()
