@@ -1,9 +1,10 @@
 #pragma once
 // The host-backend instantiations every experiment program shares (teacher training, calibration and
-// surgery, end-to-end KD, evaluation, checkpoints), declared extern here and compiled once, in
-// host_instances.cpp, into the library every program links. Each program's unit then compiles only
-// what is its own (its bundles' pipelines); docs/building.md has the measurement behind it. The
-// library itself stays header-only: a program outside experiments/ instantiates these as usual.
+// surgery, end-to-end KD, evaluation, checkpoints, and the comparison harness of a Wanda-sp student),
+// declared extern here and compiled once, in host_instances.cpp, into the library every program links.
+// Each program's unit then compiles only what is its own (its bundles' pipelines); docs/building.md has
+// the measurement behind it. The library itself stays header-only: a program outside experiments/
+// instantiates these as usual.
 
 #include <cstdint>
 #include <memory>
@@ -13,11 +14,13 @@
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/data/loader.hpp"
+#include "lwcl/distill/compare/comparison.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/eval/cumulative_error.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/transformer.hpp"
+#include "lwcl/policies/pruning/wanda_sp.hpp"
 #include "lwcl/prune/local_gradients.hpp"
 #include "lwcl/prune/stats.hpp"
 #include "lwcl/prune/surgery.hpp"
@@ -54,4 +57,15 @@ LWCL_HOST_INSTANCE void lwcl::checkpoint::save_hf<lwcl::backend::cpu>(const lwcl
 LWCL_HOST_INSTANCE void lwcl::checkpoint::load_hf_weights<lwcl::backend::cpu>(lwcl::model::transformer<lwcl::backend::cpu>&,
                                                                                const std::string&);
 
+LWCL_HOST_INSTANCE std::unique_ptr<lwcl::model::transformer<lwcl::backend::cpu>> lwcl::checkpoint::load_hf<lwcl::backend::cpu>(
+    lwcl::backend::cpu&, const std::string&, lwcl::dtype);
+LWCL_HOST_INSTANCE lwcl::train::cached_lm lwcl::train::ensure_lm<lwcl::backend::cpu>(lwcl::backend::cpu&, const std::string&,
+                                                                                    const std::string&, const std::string&);
+LWCL_HOST_INSTANCE class lwcl::distill::compare::comparison<lwcl::backend::cpu, lwcl::policies::pruning::wanda_sp>;
+
 #undef LWCL_HOST_INSTANCE
+
+namespace lwcl::experiments {
+// The comparison every program in experiments/ runs: recoveries of one Wanda-sp student on the host.
+using comparison = distill::compare::comparison<backend::cpu, policies::pruning::wanda_sp>;
+}  // namespace lwcl::experiments

@@ -6,10 +6,19 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "common.hpp"
+#include <nlohmann/json.hpp>
+
+#include "host_instances.hpp"
+#include "lwcl/core/fs.hpp"
+#include "lwcl/distill/compare/options.hpp"
+#include "lwcl/distill/pipeline.hpp"
+#include "lwcl/model/layer_map.hpp"
+#include "lwcl/policies/bundle.hpp"
+#include "lwcl/report/format.hpp"
 #include "lwcl/policies/cache/compressed.hpp"
 #include "lwcl/policies/cache/disk.hpp"
 #include "lwcl/policies/cache/host.hpp"
@@ -22,7 +31,9 @@
 #include "lwcl/policies/pruning/magnitude.hpp"
 
 using namespace lwcl;
-using namespace lwcl::experiments;
+namespace fs = std::filesystem;
+namespace compare = lwcl::distill::compare;
+using report::human_bytes;
 namespace cur = lwcl::policies::curriculum;
 namespace tiers = lwcl::policies::cache;
 
@@ -58,14 +69,14 @@ std::string pruned_by(const fs::path& student_dir) {
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl recover: layer-wise curriculum recovery of a pruned checkpoint (resumable)"};
-  common_options opt;
+  compare::options opt;
   opt.budget = "steps:400";
   std::string student_dir, curriculum = "two_stage", cache_name = "host";
   std::vector<index_t> boundaries;
   double kd_share = 0.2;
   int ramp_steps = 0;
   long checkpoint_every = 50;
-  add_common_options(app, opt, "steps:N, tokens:N or seconds:N for the whole recovery", /*pruning=*/false);
+  compare::add_options(app, opt, "steps:N, tokens:N or seconds:N for the whole recovery", /*pruning=*/false);
   app.get_option("--teacher")->required()->description("teacher folder (config.json + model.safetensors)");
   app.get_option("--out")->required()->description("run directory; rerun the same command to resume");
   app.add_option("--student", student_dir, "pruned student folder (experiments/prune's <out>/model)")->required();
@@ -89,19 +100,20 @@ int main(int argc, char** argv) {
     distill::student_state student;
     index_t teacher_layers = 0;
     {
-      auto s = load_model(be, student_dir);
+      auto s = checkpoint::load_hf(be, student_dir);
       student = distill::student_state::of(*s);
       teacher_layers = checkpoint::read_hf_config(opt.teacher).n_layers();
     }
     const auto map = layer_map(boundaries, student_dir, student.config.n_layers(), teacher_layers);
-    const training_stream train(opt);
+    const compare::training_stream train(opt);
 
-    auto po = recovery_options(opt, distill::parse_budget(opt.budget));
+    auto po = compare::recovery_options(opt, distill::parse_budget(opt.budget));
     po.final_kd_share = kd_share;
     po.checkpoint_every = checkpoint_every;
-    po.validation_ids = validation_ids(opt.data, static_cast<std::size_t>(2 * opt.batch * opt.seq) + 1);
+    po.validation_ids = data::read_tokens((fs::path(opt.data) / "validation.bin").string(),
+                                         static_cast<std::uint64_t>(2 * opt.batch * opt.seq) + 1);
     po.policy_labels["pruning"] = pruned_by(student_dir);
-    auto teacher = [&] { return load_model(be, opt.teacher); };
+    auto teacher = [&] { return checkpoint::load_hf(be, opt.teacher); };
 
     auto go = [&](auto curriculum_policy, auto cache_policy) {
       // The pruning slot must hold a criterion; policy_labels writes the real one into the run's files.

@@ -10,9 +10,7 @@ set -euo pipefail
 build=$1 src=$2 work=$3
 rm -rf "$work"
 source "$src/tests/support/docs_corpus.sh"
-make_docs_data "$build" "$src" "$work"
-"$build/experiments/train_teacher" --data "$work/data" --out "$work/teacher" --quiet --width 64 --layers 4 --heads 4 \
-  --ffn 128 --seq 32 --batch 8 --steps 30 >/dev/null
+make_docs_teacher "$build" "$src" "$work"
 "$build/experiments/prune" --model "$work/teacher/model" --data "$work/data" --criterion wanda_sp --ratio 0.5 \
   --calib-batches 2 --batch 4 --seq 32 --eval-tokens 1000 --out "$work/pruned" >/dev/null
 

@@ -18,3 +18,12 @@ make_docs_data() {
   } > "$work/corpus/manifest.json"
   "$build/experiments/prepare_data" --corpus "$work/corpus" --out "$work/data" --vocab 320 >/dev/null 2>&1
 }
+
+# make_docs_teacher <build dir> <source dir> <work dir>: the data above, then a 4-layer gpt2 (width 64,
+# 4 heads, FFN 128) trained 30 steps of 8 x 32 tokens on it, in <work dir>/teacher (model/ inside).
+make_docs_teacher() {
+  local build=$1 src=$2 work=$3
+  make_docs_data "$build" "$src" "$work"
+  "$build/experiments/train_teacher" --data "$work/data" --out "$work/teacher" --quiet --width 64 --layers 4 --heads 4 \
+    --ffn 128 --seq 32 --batch 8 --steps 30 >/dev/null
+}

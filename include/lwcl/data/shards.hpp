@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -130,5 +131,13 @@ class shard {
   std::uint32_t width_ = 0;
   std::uint64_t vocab_ = 0, count_ = 0;
 };
+
+// The first `max_tokens` tokens of the shard at `path` (all of them when it holds fewer).
+inline std::vector<std::int32_t> read_tokens(const std::string& path, std::uint64_t max_tokens) {
+  const shard s(path);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(std::min(s.size(), max_tokens)));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = s[i];
+  return ids;
+}
 
 }  // namespace lwcl::data

@@ -71,4 +71,19 @@ std::vector<double> cumulative_error(model::transformer<Backend>& teacher, model
   return out;
 }
 
+// n consecutive batches of B x T tokens from the start of `ids`, the batches cumulative_error reads.
+inline std::vector<std::vector<std::int32_t>> token_batches(const std::vector<std::int32_t>& ids, index_t B, index_t T,
+                                                            index_t n) {
+  std::vector<std::vector<std::int32_t>> out;
+  const auto per = static_cast<std::size_t>(B * T);
+  check(B > 0 && T > 0 && n >= 0, "token_batches: expected positive B and T and n >= 0, got B ", B, " T ", T, " n ", n);
+  check(static_cast<std::size_t>(n) * per <= ids.size(), "token_batches: ", ids.size(), " tokens hold fewer than ", n,
+        " batches of ", B, " x ", T);
+  for (index_t k = 0; k < n; ++k) {
+    const auto off = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(k) * per);
+    out.emplace_back(ids.begin() + off, ids.begin() + off + static_cast<std::ptrdiff_t>(per));
+  }
+  return out;
+}
+
 }  // namespace lwcl::eval

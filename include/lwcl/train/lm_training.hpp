@@ -368,12 +368,48 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
                                                         std::to_string(std::min<index_t>(opt.eval_tokens, static_cast<index_t>(val_shard.size()) - 1) / opt.seq * opt.seq)},
                                    {"parameters", net.num_parameters()},
                                    {"wall_seconds", res.seconds},
+                                   {"tokens", static_cast<long>(opt.steps) * opt.batch * opt.seq},
                                    {"tokens_per_second", res.tokens_per_second},
                                    {"peak_host_bytes", memory().peak(tier::host)},
                                    {"peak_device_bytes", memory().peak(tier::device)},
                                    {"backend", std::string(Backend::name)}};
   write_text_atomic(run / "report.json", report.dump(2) + "\n");
   return res;
+}
+
+// A teacher a program may ask for by run directory: trained there (resumably, with the preset's
+// options) when `run`/model holds no weights yet, used as it is otherwise.
+struct cached_lm {
+  std::filesystem::path dir;  // <run>/model: config.json, model.safetensors and the tokenizer
+  double seconds = 0;         // its training time, from the run's report.json
+  long tokens = 0;            // its training tokens, from report.json (the preset's when it does not say)
+};
+
+// The `preset` gpt2 teacher of the prepared data in `data_dir` (train.bin, validation.bin) in run/model,
+// trained first when absent.
+template <class Backend>
+cached_lm ensure_lm(Backend& be, const std::string& data_dir, const std::string& run, const std::string& preset = "tiny") {
+  namespace fs = std::filesystem;
+  const auto train_path = fs::path(data_dir) / "train.bin";
+  check(fs::exists(train_path), "no '", train_path.string(),
+        "' (tools/quickstart.sh prepares it: tools/fetch_corpus.sh, then experiments/prepare_data)");
+  cached_lm t;
+  t.dir = fs::path(run) / "model";
+  const data::shard probe(train_path.string());
+  const auto opt = lm_preset(preset, model::family::gpt2, static_cast<index_t>(probe.vocab_size()));
+  t.tokens = static_cast<long>(opt.steps) * opt.batch * opt.seq;
+  if (!fs::exists(t.dir / "model.safetensors")) {
+    std::printf("training the %s teacher into %s (rerun resumes after a kill)\n", preset.c_str(), run.c_str());
+    t.seconds = train_lm(be, opt, data_dir, run).seconds;
+    return t;
+  }
+  std::printf("using the cached teacher %s\n", t.dir.string().c_str());
+  if (const auto report = fs::path(run) / "report.json"; fs::exists(report)) {
+    const auto j = nlohmann::json::parse(read_text(report));
+    t.seconds = j.value("wall_seconds", 0.0);
+    t.tokens = j.value("tokens", t.tokens);
+  }
+  return t;
 }
 
 }  // namespace lwcl::train

@@ -400,6 +400,14 @@ void load_hf_weights(model::transformer<Backend>& net, const std::string& dir) {
   hf_detail::load_weights(net, dir);
 }
 
+// A transformer on `be` in `type` read from the checkpoint folder `dir`: its config.json, then its weights.
+template <class Backend>
+std::unique_ptr<model::transformer<Backend>> load_hf(Backend& be, const std::string& dir, dtype type = dtype::f32) {
+  auto net = std::make_unique<model::transformer<Backend>>(be, read_hf_config(dir), type);
+  load_hf_weights(*net, dir);
+  return net;
+}
+
 // Fills an encoder from a BERT checkpoint folder (BertModel names, with or without a task model's
 // "bert." prefix; the pooler and any head are not read).
 template <class Backend>

@@ -95,6 +95,14 @@ std::vector<curriculum_phase> curriculum_phases(const P& c, const segment_stages
   return phases;
 }
 
+// The segment visits c makes over `stages`: one per segment of every phase.
+template <curriculum_policy P>
+index_t visit_count(const P& c, const segment_stages& stages, index_t n_layers) {
+  index_t n = 0;
+  for (const auto& ph : curriculum_phases(c, stages, n_layers)) n += static_cast<index_t>(ph.segments.size());
+  return n;
+}
+
 // c.visiting_order(phase, difficulty) with the difficulties and the returned permutation checked.
 template <curriculum_policy P>
 std::vector<index_t> visiting_order(const P& c, const curriculum_phase& phase, std::span<const double> difficulty) {

@@ -4,6 +4,7 @@
 //   r(step) = clamp((step - start) / (end - start), 0, 1),   r = (step >= start) when start == end.
 // The trainer uses r as the mix ratio or as the probability of a student batch.
 
+#include <cmath>
 #include <string_view>
 
 #include "lwcl/policies/curriculum/concept.hpp"
@@ -22,6 +23,16 @@ struct ramp {
     if (step >= end) return 1.0;
     if (step <= start) return 0.0;
     return static_cast<double>(step - start) / static_cast<double>(end - start);
+  }
+
+  // The ramp from `start_fraction` to `end_fraction` of a visit of `visit_steps` steps, each rounded to
+  // the nearest step.
+  static ramp over(index_t visit_steps, double start_fraction, double end_fraction) {
+    check(visit_steps >= 0 && 0 <= start_fraction && start_fraction <= end_fraction && end_fraction <= 1, name,
+          ": over(", visit_steps, ", ", start_fraction, ", ", end_fraction,
+          "), expected visit steps >= 0 and 0 <= start fraction <= end fraction <= 1");
+    const auto at = [&](double f) { return static_cast<index_t>(std::lround(f * static_cast<double>(visit_steps))); };
+    return {at(start_fraction), at(end_fraction)};
   }
 };
 static_assert(input_schedule<ramp>);

@@ -1,0 +1,533 @@
+#pragma once
+// The comparison harness: what every program that compares recoveries of one pruned student does, so
+// that the program is only the methods it compares. It owns the command line (the common options plus the
+// program's own), the run directory, the teacher (trained once, cached after), the student pruned by
+// the comparison's criterion, the validation tokens and the training stream every method draws; it runs
+// each method (a layer-wise pipeline bundle, or end-to-end KD) on a copy of the pruned student in
+// <out>/<name>/ and judges it the same way (perplexity, cumulative error, peak bytes, wall seconds,
+// tokens); and at the end it prints the table, writes config.json (every option's value), report.json,
+// table.md, cumulative_error.png and the plots the program asked for, and says which methods produced
+// bitwise the same student.
+//
+//   compare::comparison<backend::cpu, policies::pruning::wanda_sp> cmp("my_study", "what it compares",
+//                                                                       "steps:200", "budget help");
+//   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
+//   return cmp.run([&] {
+//     cmp.recover("two_stage", cmp.recovery_options());
+//     cmp.recover("no_curriculum", cmp.recovery_options(), slot<key::curriculum>(cur::curriculum<>{}));
+//     cmp.e2e_kd("e2e_kd", cmp.total());
+//   });
+//
+// Host code; needs CLI11 (header-only) and Boost.Hana (through the bundles).
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
+#include "lwcl/core/memory.hpp"
+#include "lwcl/core/metrics.hpp"
+#include "lwcl/core/timer.hpp"
+#include "lwcl/data/shards.hpp"
+#include "lwcl/distill/compare/options.hpp"
+#include "lwcl/distill/compare/table.hpp"
+#include "lwcl/distill/e2e_kd.hpp"
+#include "lwcl/distill/pipeline.hpp"
+#include "lwcl/distill/report.hpp"
+#include "lwcl/distill/student_state.hpp"
+#include "lwcl/eval/cumulative_error.hpp"
+#include "lwcl/eval/perplexity.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/layer_map.hpp"
+#include "lwcl/policies/bundle.hpp"
+#include "lwcl/policies/pruning/concept.hpp"
+#include "lwcl/prune/allocate.hpp"
+#include "lwcl/prune/stats.hpp"
+#include "lwcl/prune/surgery.hpp"
+#include "lwcl/report/plot.hpp"
+#include "lwcl/train/lm_training.hpp"
+
+namespace lwcl::distill::compare {
+
+// `criterion` scores from calibration statistics on `calib_batches` batches of `train`, `ratio` of every
+// layer's KV groups and FFN channels removed (uniform allocation), physically cut.
+template <class Backend, policies::pruning_criterion Criterion>
+std::unique_ptr<model::transformer<Backend>> prune_uniform(model::transformer<Backend>& teacher, const data::shard& train,
+                                                           const Criterion& criterion, double ratio, index_t B, index_t T,
+                                                           index_t calib_batches) {
+  const data::batch_loader calib(train, B, T, 0xC0FFEE);
+  const auto stats = prune::collect_statistics(teacher, calib, B, T, calib_batches);
+  const auto scores = policies::score_groups(criterion, prune::make_scoring_input(teacher, stats));
+  prune::allocation alloc;
+  alloc.ratio = ratio;
+  return prune::apply_plan(teacher, prune::allocate(teacher.backend(), teacher.config(), scores, alloc));
+}
+
+namespace comparison_detail {
+
+// The segmentation of every stage a run trained, by first layer: "[0,1) [1,2) > [0,2)"; a stage that
+// repeats the previous one's segments (two_stage trains each twice) is written once, a phase the budget
+// ended in is marked partial, and phases never reached are counted.
+inline std::string stages_text(const pipeline_result& r, index_t n_layers) {
+  std::map<std::size_t, std::map<index_t, index_t>> phase_segments;  // phase -> first -> last
+  for (const auto& v : r.visits) phase_segments[v.phase][v.first] = v.last;
+  std::string out, previous;
+  for (const auto& [phase, segs] : phase_segments) {
+    std::string s;
+    index_t covered = 0;
+    for (const auto& [first, last] : segs) {
+      s += (s.empty() ? "[" : " [") + std::to_string(first) + "," + std::to_string(last) + ")";
+      covered += last - first;
+    }
+    if (covered < n_layers) s += " (partial)";
+    if (s == previous) continue;
+    out += (out.empty() ? "" : " > ") + s;
+    previous = s;
+  }
+  if (phase_segments.size() < r.phases)
+    out += " (" + std::to_string(r.phases - phase_segments.size()) + " phases not reached)";
+  return out;
+}
+
+// The visiting order of phase 0 as segment indices, e.g. "2 0 1 3".
+inline std::string first_phase_order(const pipeline_result& r) {
+  std::string s;
+  for (const auto& v : r.visits)
+    if (v.phase == 0) s += (s.empty() ? "" : " ") + std::to_string(v.segment);
+  return s;
+}
+
+// An option's value as config.json records it: numbers and booleans as such, the rest as strings.
+inline nlohmann::ordered_json option_value(const std::string& text) {
+  if (text == "true" || text == "false") return text == "true";
+  std::size_t used = 0;
+  try {
+    if (text.find_first_of(".eE") == std::string::npos) {
+      const long long v = std::stoll(text, &used);
+      if (used == text.size()) return v;
+    }
+    const double d = std::stod(text, &used);
+    if (used == text.size()) return d;
+  } catch (const std::exception&) {
+  }
+  return text;
+}
+
+// A plot the program asked for (comparison::plot).
+struct plot_request {
+  std::string file, title, x_key, y_key, group_key;
+};
+
+}  // namespace comparison_detail
+
+template <class Backend, policies::pruning_criterion Criterion>
+class comparison {
+ public:
+  using net_t = model::transformer<Backend>;
+
+  // A method's run: its row, and for a pipeline run the pipeline's result; the recovered student.
+  struct recovery {
+    method_row row;
+    std::optional<pipeline_result> result;
+    student_state student;
+  };
+
+  // `program` names the program (and the default run directory runs/<program>), `title` is the line
+  // --help starts with, `budget` the default of --budget and `budget_help` what it means here.
+  comparison(std::string program, const std::string& title, const std::string& budget, const std::string& budget_help,
+             Criterion criterion = {})
+      : program_(std::move(program)), app_(title), criterion_(criterion) {
+    opt_.budget = budget;
+    opt_.out = "runs/" + program_;
+    app_.option_defaults()->always_capture_default();
+    add_options(app_, opt_, budget_help);
+  }
+  comparison(const comparison&) = delete;
+  comparison& operator=(const comparison&) = delete;
+
+  // The command line, for the program's own options (before parse).
+  CLI::App& cli() { return app_; }
+
+  // Parses argv: -1 to go on, otherwise the exit code (after --help, or a bad option).
+  int parse(int argc, char** argv) {
+    try {
+      app_.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app_.exit(e);
+    }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    return -1;
+  }
+
+  // Prepares the teacher and the pruned student (the first two rows), runs `body` (the methods), then
+  // writes everything. Returns body's exit code (0 when it returns nothing), or 2 after an lwcl::error,
+  // whose message goes to stderr.
+  template <class Body>
+  int run(Body&& body) {
+    try {
+      timer clock;
+      total_ = budget_option(opt_.budget);
+      std::filesystem::create_directories(opt_.out);
+      start();
+      int rc = 0;
+      if constexpr (std::is_void_v<std::invoke_result_t<Body&>>) body();
+      else rc = body();
+      finish(clock.seconds());
+      return rc;
+    } catch (const lwcl::error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 2;
+    }
+  }
+
+  const options& opt() const { return opt_; }
+  const std::string& program() const { return program_; }
+  Backend& backend() { return be_; }
+  // --budget, parsed (a plain number is seconds).
+  const budget& total() const { return total_; }
+  // The optimiser steps `b` allows (tokens over batch tokens); 0 under a seconds budget.
+  double steps_of(const budget& b) const {
+    if (b.unit == budget_unit::steps) return b.amount;
+    if (b.unit == budget_unit::tokens) return b.amount / (static_cast<double>(opt_.batch) * opt_.seq);
+    return 0;
+  }
+  pipeline_options recovery_options() const { return compare::recovery_options(opt_, total_); }
+  pipeline_options recovery_options(const budget& b) const { return compare::recovery_options(opt_, b); }
+  const student_state& pruned() const { return pruned_; }
+  // The table's rows: the teacher, the pruned student, then every method in the order it ran.
+  std::vector<method_row> rows() const {
+    std::vector<method_row> out = rows_;
+    for (const auto& r : recoveries_) out.push_back(r.row);
+    return out;
+  }
+  const std::deque<recovery>& recoveries() const { return recoveries_; }
+  // Fields report.json carries beside the methods.
+  nlohmann::ordered_json& report() { return report_; }
+  // The detail table's columns (keys of the rows' details, or of their policies).
+  void columns(std::vector<std::string> keys) { columns_ = std::move(keys); }
+  // A line printed under the tables.
+  void note(std::string line) { notes_.push_back(std::move(line)); }
+  // A PNG in the run directory: y_key against x_key of every row that has both, one line per value of
+  // the rows' group_key, with the teacher and the pruned student as horizontal references.
+  void plot(std::string file, std::string title, std::string x_key, std::string y_key, std::string group_key) {
+    plots_.push_back({std::move(file), std::move(title), std::move(x_key), std::move(y_key), std::move(group_key)});
+  }
+
+  // The layer-wise pipeline on a copy of the pruned student, in <out>/<name>/ (started afresh), with the
+  // bundle of the comparison's criterion and `entries` (slot<key::X>(policy)...; the rest default).
+  template <class... Entries>
+  recovery& recover(const std::string& name, pipeline_options po, Entries... entries) {
+    const auto bundle = make_policies(slot<key::pruning>(criterion_), std::move(entries)...);
+    const auto dir = prepare_run(name, describe(bundle), po.total);
+    auto student = pruned_;
+    po.resume = false;
+    auto pipe = make_pipeline(be_, bundle, po);
+    const auto teacher_dir = teacher_.dir.string();
+    auto& be = be_;
+    auto res = pipe.run([&] { return checkpoint::load_hf(be, teacher_dir); }, student, boundaries_, stream_->loader, dir);
+    return record_pipeline(name, std::move(res), std::move(student), po.total);
+  }
+
+  // End-to-end logit KD (teacher and student resident) on a copy of the pruned student under `b`, with
+  // the common learning rate; metrics and the student in <out>/<name>/.
+  recovery& e2e_kd(const std::string& name, const budget& b) {
+    e2e_options eo;
+    eo.lr = opt_.lr;
+    eo.min_lr = opt_.lr / 10;
+    eo.steps = b.unit == budget_unit::seconds ? 1000000 : static_cast<long>(steps_of(b));
+    if (b.unit == budget_unit::seconds) eo.time_budget_seconds = b.amount;
+    return e2e_kd(name, eo, b);
+  }
+  recovery& e2e_kd(const std::string& name, const e2e_options& eo, const budget& b) {
+    const std::filesystem::path dir = std::filesystem::path(opt_.out) / name;
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::printf("%s: end-to-end logit KD%s, teacher and student resident, budget %s\n", name.c_str(),
+                eo.hidden_mse_weight > 0 ? " + hidden MSE" : "", b.str().c_str());
+    auto teacher = checkpoint::load_hf(be_, teacher_.dir.string());
+    auto student = pruned_.to_transformer(be_);
+    metrics_writer m((dir / "metrics.jsonl").string());
+    const auto res = train_e2e_kd(*teacher, *student, stream_->loader, opt_.batch, opt_.seq, eo, &m);
+    teacher.reset();
+    checkpoint::save_hf(*student, (dir / "student").string());
+    recovery r;
+    r.student = student_state::of(*student);
+    r.row = judge(name, r.student);
+    r.row.peak_compute_bytes = static_cast<double>(res.peak_compute_bytes);
+    r.row.wall_seconds = res.seconds;
+    r.row.tokens = res.tokens;
+    r.row.details["method"] = "e2e_kd";
+    r.row.details["budget"] = b.str();
+    r.row.details["steps"] = res.steps;
+    r.row.details["run_dir"] = dir.string();
+    return keep(std::move(r));
+  }
+
+  // Groups (two or more) of methods whose students are bitwise the same, in the order they ran.
+  std::vector<std::vector<std::string>> identical_students() const {
+    std::vector<std::vector<std::string>> groups;
+    std::vector<bool> placed(recoveries_.size(), false);
+    for (std::size_t i = 0; i < recoveries_.size(); ++i) {
+      if (placed[i]) continue;
+      std::vector<std::string> g = {recoveries_[i].row.name};
+      for (std::size_t j = i + 1; j < recoveries_.size(); ++j)
+        if (!placed[j] && same_bits(recoveries_[i].student, recoveries_[j].student)) {
+          placed[j] = true;
+          g.push_back(recoveries_[j].row.name);
+        }
+      if (g.size() > 1) groups.push_back(std::move(g));
+    }
+    return groups;
+  }
+
+ private:
+  static bool same_bits(const student_state& a, const student_state& b) {
+    return a.params.size() == b.params.size() &&
+           std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(double)) == 0;
+  }
+
+  // The teacher (trained when absent), the validation tokens, the pruned student, the training stream,
+  // and the table's first two rows.
+  void start() {
+    namespace fs = std::filesystem;
+    const index_t B = opt_.batch, T = opt_.seq;
+    teacher_ = train::ensure_lm(be_, opt_.data, opt_.teacher, "tiny");
+    val_ = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), 32769);
+    err_batches_ = eval::token_batches(val_, B, T, 2);
+    const data::shard train_shard((fs::path(opt_.data) / "train.bin").string());
+    auto t = checkpoint::load_hf(be_, teacher_.dir.string());
+    check(T <= t->config().max_seq, program_, ": --seq ", T, " exceeds the teacher's max_seq ", t->config().max_seq);
+    teacher_parameters_ = t->num_parameters();
+    timer clock;
+    auto p = prune_uniform(*t, train_shard, criterion_, opt_.ratio, B, T, static_cast<index_t>(opt_.calib_batches));
+    const double prune_seconds = clock.seconds();
+    std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters in %.1f s\n",
+                std::string(Criterion::name).c_str(), 100 * opt_.ratio, static_cast<long long>(teacher_parameters_),
+                static_cast<long long>(p->num_parameters()), prune_seconds);
+    const auto pt = eval::perplexity(*t, val_, T, T, "validation");
+    protocol_ = pt.protocol();
+    method_row tr;
+    tr.name = "teacher";
+    tr.val_ppl = pt.perplexity();
+    tr.wall_seconds = teacher_.seconds;
+    tr.tokens = teacher_.tokens;
+    rows_.push_back(tr);
+    pruned_ = student_state::of(*p);
+    boundaries_ = model::identity_boundaries(p->config().n_layers());
+    method_row pr;
+    pr.name = "pruned";
+    pr.val_ppl = eval::perplexity(*p, val_, T, T, "validation").perplexity();
+    pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
+    pr.wall_seconds = prune_seconds;
+    pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
+    rows_.push_back(pr);
+    stream_.emplace(opt_);
+  }
+
+  // Perplexity and cumulative error of a recovered student.
+  method_row judge(const std::string& name, const student_state& s) {
+    auto net = s.to_transformer(be_);
+    method_row r;
+    r.name = name;
+    r.val_ppl = eval::perplexity(*net, val_, opt_.seq, opt_.seq, "validation").perplexity();
+    auto teacher = checkpoint::load_hf(be_, teacher_.dir.string());
+    r.cumulative_error = eval::cumulative_error(*teacher, *net, boundaries_, err_batches_, opt_.batch, opt_.seq);
+    return r;
+  }
+
+  // <out>/<name>, emptied, after a line naming the run's policies and budget.
+  std::filesystem::path prepare_run(const std::string& name, const std::map<std::string, std::string>& policies,
+                                    const budget& b) {
+    for (const auto& r : recoveries_) check(r.row.name != name, program_, ": two methods are named '", name, "'");
+    const auto dir = std::filesystem::path(opt_.out) / name;
+    std::filesystem::remove_all(dir);
+    std::string d;
+    for (const auto& [slot_name, policy] : policies) d += (d.empty() ? "" : ", ") + slot_name + " " + policy;
+    std::printf("%s: %s, budget %s\n", name.c_str(), d.c_str(), b.str().c_str());
+    return dir;
+  }
+
+  recovery& record_pipeline(const std::string& name, pipeline_result res, student_state student, const budget& b) {
+    recovery r;
+    r.row = judge(name, student);
+    r.student = std::move(student);
+    auto& row = r.row;
+    row.peak_compute_bytes = static_cast<double>(std::max(res.peak_compute_bytes, res.kd_peak_compute_bytes));
+    row.peak_cache_bytes = static_cast<double>(res.peak_cache_bytes);
+    row.wall_seconds = res.seconds;
+    row.tokens = res.tokens;
+    const auto& u = res.cache.store;
+    auto& d = row.details;
+    d["method"] = "layerwise";
+    d["budget"] = b.str();
+    d["policies"] = res.policies;
+    d["phases"] = res.phases;
+    d["visits"] = res.visits.size();
+    d["segment_steps"] = res.segment_steps;
+    d["kd_steps"] = res.kd_steps;
+    d["phase0_order"] = comparison_detail::first_phase_order(res);
+    d["segments"] = comparison_detail::stages_text(res, r.student.config.n_layers());
+    d["stall_fraction"] = res.step_seconds > 0 ? res.stall_seconds / res.step_seconds : 0.0;
+    d["stall_seconds"] = res.stall_seconds;
+    d["step_seconds"] = res.step_seconds;
+    d["teacher_pass_seconds"] = res.teacher_pass_seconds;
+    d["tier"] = std::string(tier_name(u.memory_tier));
+    d["peak_stored_bytes"] = u.peak_stored_bytes;
+    d["cache_compression_ratio"] = res.cache.compression_ratio();
+    d["encode_seconds"] = u.codec.encode_seconds;
+    d["decode_seconds"] = u.codec.decode_seconds;
+    d["cache_hit_rate"] = res.cache.hit_rate();
+    d["run_dir"] = (std::filesystem::path(opt_.out) / name).string();
+    r.result = std::move(res);
+    return keep(std::move(r));
+  }
+
+  // A method's run, kept where a reference to it stays valid (the program may add to its row's details).
+  recovery& keep(recovery r) {
+    recoveries_.push_back(std::move(r));
+    return recoveries_.back();
+  }
+
+  nlohmann::ordered_json config_json() const {
+    nlohmann::ordered_json c = {{"program", program_},
+                                {"backend", std::string(Backend::name)},
+                                {"criterion", std::string(Criterion::name)},
+                                {"teacher_model", teacher_.dir.string()}};
+    for (const CLI::Option* o : app_.get_options()) {
+      if (o->get_lnames().empty() || o->get_lnames().front() == "help") continue;
+      std::string key = o->get_lnames().front();
+      std::replace(key.begin(), key.end(), '-', '_');
+      if (o->get_expected_min() == 0) {  // a flag
+        c[key] = o->count() > 0;
+        continue;
+      }
+      std::vector<std::string> values = o->results();
+      if (values.empty() && !o->get_default_str().empty()) values = {o->get_default_str()};
+      if (o->get_expected_max() > 1) {
+        auto a = nlohmann::ordered_json::array();
+        for (const auto& v : values) a.push_back(comparison_detail::option_value(v));
+        c[key] = a;
+      } else {
+        c[key] = values.empty() ? nlohmann::ordered_json() : comparison_detail::option_value(values.back());
+      }
+    }
+    c["budget"] = {{"unit", budget_unit_name(total_.unit)}, {"amount", total_.amount}};
+    return c;
+  }
+
+  void write_plot(const comparison_detail::plot_request& p, const std::vector<method_row>& rows) const {
+    report::chart chart;
+    chart.title = p.title;
+    chart.x_label = table_detail::header(p.x_key);
+    chart.y_label = table_detail::header(p.y_key);
+    std::vector<std::string> groups;
+    std::map<std::string, report::series> lines;
+    double x_hi = 0;
+    for (const auto& row : rows) {
+      const nlohmann::ordered_json j = row.to_json();
+      if (!j.contains(p.x_key) || !j.contains(p.y_key) || !j.contains(p.group_key)) continue;
+      const auto g = j.at(p.group_key).get<std::string>();
+      if (!lines.count(g)) groups.push_back(g);
+      auto& s = lines[g];
+      s.label = g;
+      s.x.push_back(j.at(p.x_key).get<double>());
+      s.y.push_back(j.at(p.y_key).get<double>());
+      x_hi = std::max(x_hi, s.x.back());
+    }
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      auto s = lines.at(groups[i]);
+      s.color = report::palette[i % report::palette.size()];
+      for (std::size_t k = 0; k < s.x.size(); ++k) chart.lines.push_back({"", {s.x[k]}, {s.y[k]}, s.color});  // dots
+      chart.lines.push_back(s);
+    }
+    for (std::size_t i = 0; i < 2 && i < rows_.size(); ++i) {  // teacher, pruned
+      const nlohmann::ordered_json j = rows_[i].to_json();
+      if (j.contains(p.y_key) && j.at(p.y_key).is_number())
+        chart.lines.push_back({rows_[i].name, {0, x_hi}, {j.at(p.y_key).get<double>(), j.at(p.y_key).get<double>()},
+                               report::palette[i == 0 ? 2 : 6]});
+    }
+    report::write_png(chart, std::filesystem::path(opt_.out) / p.file);
+  }
+
+  void finish(double seconds_so_far) {
+    namespace fs = std::filesystem;
+    const auto rows = this->rows();
+    std::printf("\nteacher %lld parameters, student %lld (%s as f32)\n", static_cast<long long>(teacher_parameters_),
+                static_cast<long long>(pruned_.layout.numel()),
+                report::human_bytes(static_cast<double>(pruned_.layout.numel()) * 4).c_str());
+    print_table(rows, protocol_);
+    print_details(rows, columns_);
+    for (const auto& n : notes_) std::printf("%s\n", n.c_str());
+    const auto identical = identical_students();
+    for (const auto& g : identical) {
+      std::string s;
+      for (const auto& n : g) s += (s.empty() ? "" : ", ") + n;
+      std::printf("bitwise the same student: %s\n", s.c_str());
+    }
+    const fs::path out(opt_.out);
+    write_text_atomic(out / "config.json", config_json().dump(2) + "\n");
+    nlohmann::ordered_json rep = {{"program", program_},
+                                  {"val_protocol", protocol_},
+                                  {"teacher_parameters", teacher_parameters_},
+                                  {"student_parameters", pruned_.layout.numel()}};
+    for (const auto& [k, v] : report_.items()) rep[k] = v;
+    rep["identical_students"] = identical;
+    rep["wall_seconds_total"] = seconds_so_far;
+    nlohmann::ordered_json methods = nlohmann::ordered_json::array();
+    std::vector<std::pair<std::string, std::vector<double>>> curves;
+    for (const auto& r : rows) {
+      methods.push_back(r.to_json());
+      if (!r.cumulative_error.empty()) curves.emplace_back(r.name, r.cumulative_error);
+    }
+    rep["methods"] = methods;
+    write_text_atomic(out / "report.json", rep.dump(2) + "\n");
+    write_text_atomic(out / "table.md", markdown(rows, protocol_, columns_));
+    std::string files = "config.json, report.json, table.md";
+    if (!curves.empty()) {
+      plot_cumulative_error(curves, out / "cumulative_error.png");
+      files += ", cumulative_error.png";
+    }
+    for (const auto& p : plots_) {
+      write_plot(p, rows);
+      files += ", " + p.file;
+    }
+    std::printf("%s: wrote %s/ (%s, one folder per method) in %.0f s\n", program_.c_str(), opt_.out.c_str(),
+                files.c_str(), seconds_so_far);
+  }
+
+  std::string program_;
+  CLI::App app_;
+  options opt_;
+  Criterion criterion_;
+  Backend be_;
+  budget total_;
+  train::cached_lm teacher_;
+  index_t teacher_parameters_ = 0;
+  std::vector<std::int32_t> val_;
+  std::vector<std::vector<std::int32_t>> err_batches_;
+  std::string protocol_;
+  student_state pruned_;
+  std::vector<index_t> boundaries_;
+  std::optional<training_stream> stream_;
+  std::vector<method_row> rows_;  // teacher, pruned
+  std::deque<recovery> recoveries_;
+  nlohmann::ordered_json report_ = nlohmann::ordered_json::object();
+  std::vector<std::string> columns_, notes_;
+  std::vector<comparison_detail::plot_request> plots_;
+};
+
+}  // namespace lwcl::distill::compare

@@ -1,0 +1,77 @@
+#pragma once
+// The options every comparison program (and experiments/recover) takes on the command line, with the
+// defaults of the tiny-teacher experiments, and what follows from them: the budget, the pipeline options
+// every recovery starts from, and the training stream every method draws. Needs CLI11 (header-only).
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "lwcl/data/loader.hpp"
+#include "lwcl/data/shards.hpp"
+#include "lwcl/distill/pipeline/budget.hpp"
+#include "lwcl/distill/pipeline/options.hpp"
+
+namespace lwcl::distill::compare {
+
+struct options {
+  std::string data = "data/prepared";
+  std::string teacher = "runs/teacher_tiny_gpt2";  // a teacher run directory (recover: a model folder)
+  std::string budget = "steps:400";
+  std::string out;  // default: runs/<program>
+  double lr = 2e-3, ratio = 0.5;  // ratio: the pruned fraction of every layer's KV groups and FFN channels
+  int batch = 16, seq = 128, feature_batches = 12, calib_batches = 8;
+};
+
+// --data --teacher --budget --ratio --lr --batch --seq --feature-batches --calib-batches --out, where
+// `budget_help` says what the program's budget means; `pruning` false leaves out --ratio and
+// --calib-batches (for a program handed a pruned student).
+inline void add_options(CLI::App& app, options& o, const std::string& budget_help, bool pruning = true) {
+  app.add_option("--data", o.data, "prepared data (tools/fetch_corpus.sh, experiments/prepare_data)");
+  app.add_option("--teacher", o.teacher, "teacher run directory; trained (resumably) when it has no model/ yet");
+  app.add_option("--budget", o.budget, budget_help);
+  if (pruning)
+    app.add_option("--ratio", o.ratio, "fraction of heads (KV groups) and FFN channels pruned")
+        ->check(CLI::Range(0.0, 0.95));
+  app.add_option("--lr", o.lr, "peak learning rate of every recovery")->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "sequences per batch")->check(CLI::PositiveNumber);
+  app.add_option("--seq", o.seq, "tokens per sequence")->check(CLI::PositiveNumber);
+  app.add_option("--feature-batches", o.feature_batches, "batches whose boundary features the layer-wise methods cache")
+      ->check(CLI::PositiveNumber);
+  if (pruning)
+    app.add_option("--calib-batches", o.calib_batches, "calibration batches of the pruning criterion")
+        ->check(CLI::PositiveNumber);
+  app.add_option("--out", o.out, "run directory");
+}
+
+// A --budget option: a plain number is seconds, otherwise steps:N, tokens:N or seconds:N.
+inline budget budget_option(std::string text) {
+  if (text.find(':') == std::string::npos) text = "seconds:" + text;
+  return parse_budget(text);
+}
+
+// The pipeline options every recovery starts from: the budget `total`, the peak learning rate decaying
+// to a tenth of it, and the cached feature batches.
+inline pipeline_options recovery_options(const options& o, budget total) {
+  pipeline_options po;
+  po.total = total;
+  po.lr = o.lr;
+  po.min_lr = o.lr / 10;
+  po.feature_batches = o.feature_batches;
+  return po;
+}
+
+// The training batches every method draws: train.bin in batches of --batch x --seq under one seed, so
+// that all methods see the same stream. It stays where it is made: the loader refers to the shard.
+struct training_stream {
+  data::shard shard;
+  data::batch_loader loader;
+
+  explicit training_stream(const options& o)
+      : shard((std::filesystem::path(o.data) / "train.bin").string()), loader(shard, o.batch, o.seq, 0x5EED) {}
+  training_stream(const training_stream&) = delete;
+  training_stream& operator=(const training_stream&) = delete;
+};
+
+}  // namespace lwcl::distill::compare

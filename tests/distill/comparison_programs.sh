@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The comparison programs on the harness (distill/compare/comparison.hpp), end to end on a small gpt2
+# teacher trained on the project's docs: quickstart, curriculum_ablation, cache_tiers,
+# segmentation_compare and lwcl_vs_kd each write config.json (every option), report.json (one entry per
+# method), table.md and the plots, and what each program claims of its runs holds in what it wrote.
+# Budgets a program refuses give a clear error.
+#   comparison_programs.sh <build dir with experiments/> <source dir> <work dir>
+set -euo pipefail
+build=$1 src=$2 work=$3
+rm -rf "$work"
+source "$src/tests/support/docs_corpus.sh"
+make_docs_teacher "$build" "$src" "$work"
+common=(--data "$work/data" --teacher "$work/teacher" --batch 4 --seq 32 --feature-batches 3 --calib-batches 2)
+x=$build/experiments
+"$x/quickstart" "${common[@]}" --budget steps:24 --out "$work/qs" > "$work/qs.txt"
+"$x/curriculum_ablation" "${common[@]}" --budget steps:56 --out "$work/ca" > "$work/ca.txt"
+"$x/cache_tiers" "${common[@]}" --budget steps:40 --ring 2 --out "$work/ct" > "$work/ct.txt"
+"$x/segmentation_compare" "${common[@]}" --budget steps:24 --boundaries 2 --out "$work/sc" > "$work/sc.txt"
+"$x/lwcl_vs_kd" "${common[@]}" --budget 2 --e2e-final-only --out "$work/kd" > "$work/kd.txt"
+
+# Refused budgets: an lwcl::error on stderr and exit 2, nothing else.
+expect_error() {  # <expected text> <program> <args...>
+  local want=$1
+  shift
+  set +e
+  "$@" > "$work/err.out" 2> "$work/err.txt"
+  local rc=$?
+  set -e
+  [ "$rc" -eq 2 ] && grep -q "$want" "$work/err.txt" || {
+    echo "comparison_programs: expected exit 2 and '$want' from $*, got $rc:" >&2
+    cat "$work/err.txt" >&2
+    exit 1
+  }
+}
+expect_error "time to quality needs wall-clock seconds" "$x/lwcl_vs_kd" "${common[@]}" --budget steps:10 --out "$work/e1"
+expect_error "every tier trains the same steps" "$x/cache_tiers" "${common[@]}" --budget seconds:5 --out "$work/e2"
+expect_error "give --ramp-visit-steps" "$x/curriculum_ablation" "${common[@]}" --budget 5 --out "$work/e3"
+
+python3 - "$work" <<'PY'
+import json, math, os, sys
+work = sys.argv[1]
+
+def load(run):
+    d = os.path.join(work, run)
+    rep = json.load(open(os.path.join(d, "report.json")))
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    md = open(os.path.join(d, "table.md")).read()
+    with open(os.path.join(d, "cumulative_error.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", run
+    methods = {m["name"]: m for m in rep["methods"]}
+    assert list(methods)[:2] == ["teacher", "pruned"], (run, list(methods))
+    for name, m in methods.items():
+        assert math.isfinite(m["val_ppl"]) and m["val_ppl"] > 1, (run, name, m["val_ppl"])
+        assert f"| {name} |" in md, (run, name)
+        if name != "teacher":
+            assert len(m["cumulative_error"]) == 4, (run, name)
+            os.path.isdir(os.path.join(d, name)) or name == "pruned" or sys.exit(f"{run}: no run folder {name}")
+    # config.json: the options as given, and the budget parsed
+    assert cfg["batch"] == 4 and cfg["seq"] == 32 and cfg["criterion"] == "wanda_sp", (run, cfg)
+    assert rep["val_protocol"].startswith("split=validation seq_len=32 stride=32 tokens="), rep["val_protocol"]
+    return rep, cfg, methods
+
+rep, cfg, m = load("qs")
+assert list(m) == ["teacher", "pruned", "lwcl", "layerwise_no_curriculum", "e2e_kd"], list(m)
+assert cfg["budget"] == {"unit": "steps", "amount": 24.0} and cfg["skip_no_curriculum"] is False, cfg
+assert m["lwcl"]["segment_steps"] == 24 and m["e2e_kd"]["steps"] == 24, (m["lwcl"]["segment_steps"], m["e2e_kd"]["steps"])
+assert m["layerwise_no_curriculum"]["policies"]["curriculum"].startswith("curriculum<front_to_back,teacher_inputs")
+
+rep, cfg, m = load("ca")
+assert len(m) == 10 and cfg["ramp_start"] == 0.25 and cfg["core_only"] is False, (len(m), cfg)
+# The ramp's steps from the fractions: 56 steps over the curriculum's visits (4 for e2h_ramp, 7 for ramp_doubling).
+for name, visits in (("e2h_ramp", 4), ("ramp_doubling", 7)):
+    v = 56 // visits
+    want = f"{int(math.floor(0.25 * v + 0.5))}-{int(math.floor(0.75 * v + 0.5))} of {v}"
+    assert m[name]["ramp"] == want and m[name]["visits"] == visits, (name, m[name]["ramp"], want, m[name]["visits"])
+assert m["two_stage"]["phases"] == 2 and m["two_stage"]["phase0_order"] == "0 1 2 3", m["two_stage"]
+assert m["two_stage_e2h"]["phase0_order"] == "3 2 1 0", m["two_stage_e2h"]["phase0_order"]
+for r in m.values():
+    assert r["name"] in ("teacher", "pruned") or r["segment_steps"] == 56, (r["name"], r["segment_steps"])
+# identical_students: groups of runs whose final students are the same bits, each run in one group at most
+seen = [n for g in rep["identical_students"] for n in g]
+assert len(seen) == len(set(seen)) and all(len(g) > 1 for g in rep["identical_students"]), rep["identical_students"]
+
+rep, cfg, m = load("ct")
+tiers = ["host", "disk", "host_exponent", "host_zstd", "disk_exponent"]
+assert list(m)[2:] == tiers and cfg["ring"] == 2, (list(m), cfg)
+assert rep["students_bitwise_equal"] is True and rep["identical_students"] == [tiers], rep["identical_students"]
+assert m["disk"]["tier"] == "disk" and m["host"]["tier"] == "host", (m["disk"]["tier"], m["host"]["tier"])
+assert m["host_zstd"]["cache_compression_ratio"] > 1 and m["host"]["cache_compression_ratio"] == 1
+
+rep, cfg, m = load("sc")
+assert cfg["boundaries"] == [2], cfg["boundaries"]
+assert m["uniform4"]["segments"] == "[0,4)" and m["explicit"]["segments"] == "[0,2) [2,4)", (m["uniform4"], m["explicit"])
+assert m["uniform2"]["segments"] == "[0,2) [2,4)", m["uniform2"]["segments"]
+assert m["uniform1"]["peak_compute_bytes"] < m["uniform4"]["peak_compute_bytes"]
+assert m["growing_student"]["policies"]["segmentation"] == m["growing"]["policies"]["segmentation"]
+
+rep, cfg, m = load("kd")
+assert list(m)[2:] == ["lwcl_0.5s", "lwcl_1s", "lwcl_1.5s", "lwcl_2s", "e2e_kd_2s"], list(m)
+s = rep["summary"]
+assert s["equal_budget"]["lwcl_val_ppl"] == m["lwcl_2s"]["val_ppl"] and s["e2e_final"]["val_ppl"] == m["e2e_kd_2s"]["val_ppl"]
+assert abs(s["peak_compute_ratio_lwcl_over_e2e"] - max(m[n]["peak_compute_bytes"] for n in list(m)[2:6]) /
+           m["e2e_kd_2s"]["peak_compute_bytes"]) < 1e-12
+reach = [n for n in list(m)[2:6] if m[n]["val_ppl"] <= m["e2e_kd_2s"]["val_ppl"]]
+assert s["time_to_reach_e2e_final"]["reached"] == bool(reach), (s, reach)
+if reach:
+    assert s["time_to_reach_e2e_final"]["lwcl_run"] == reach[0]
+with open(os.path.join(work, "kd", "perplexity_vs_seconds.png"), "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+print("comparison_programs: 5 programs, their reports and refusals checked")
+PY
