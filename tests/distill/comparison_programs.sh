@@ -74,7 +74,13 @@ for name, visits in (("e2h_ramp", 4), ("ramp_doubling", 7)):
     want = f"{int(math.floor(0.25 * v + 0.5))}-{int(math.floor(0.75 * v + 0.5))} of {v}"
     assert m[name]["ramp"] == want and m[name]["visits"] == visits, (name, m[name]["ramp"], want, m[name]["visits"])
 assert m["two_stage"]["phases"] == 2 and m["two_stage"]["phase0_order"] == "0 1 2 3", m["two_stage"]
-assert m["two_stage_e2h"]["phase0_order"] == "3 2 1 0", m["two_stage_e2h"]["phase0_order"]
+# The orders by measured difficulty (each visit's initial local loss, in the run's own report.json):
+# easy to hard ascending, hard to easy descending, and phase0_order the segments in that order.
+for name, direction in (("two_stage_e2h", 1), ("h2e_student", -1)):
+    visits = [v for v in json.load(open(os.path.join(work, "ca", name, "report.json")))["visits"] if v["phase"] == 0]
+    d = [direction * v["difficulty"] for v in visits]
+    assert d == sorted(d), (name, d)
+    assert m[name]["phase0_order"] == " ".join(str(v["segment"]) for v in visits), (name, m[name]["phase0_order"])
 for r in m.values():
     assert r["name"] in ("teacher", "pruned") or r["segment_steps"] == 56, (r["name"], r["segment_steps"])
 # identical_students: groups of runs whose final students are the same bits, each run in one group at most
@@ -86,7 +92,7 @@ tiers = ["host", "disk", "host_exponent", "host_zstd", "disk_exponent"]
 assert list(m)[2:] == tiers and cfg["ring"] == 2, (list(m), cfg)
 assert rep["students_bitwise_equal"] is True and rep["identical_students"] == [tiers], rep["identical_students"]
 assert m["disk"]["tier"] == "disk" and m["host"]["tier"] == "host", (m["disk"]["tier"], m["host"]["tier"])
-assert m["host_zstd"]["cache_compression_ratio"] > 1 and m["host"]["cache_compression_ratio"] == 1
+assert m["host_exponent"]["cache_compression_ratio"] > 1 and m["host"]["cache_compression_ratio"] == 1
 
 rep, cfg, m = load("sc")
 assert cfg["boundaries"] == [2], cfg["boundaries"]

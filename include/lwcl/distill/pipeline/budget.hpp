@@ -8,7 +8,9 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
 
 namespace lwcl::distill {
@@ -68,6 +70,43 @@ inline budget parse_budget(const std::string& text) {
 inline long steps_within_seconds(long planned, long done, long measured, double seconds_done, double seconds_left) {
   const double per_step = seconds_done / static_cast<double>(measured);
   return std::min(planned, done + static_cast<long>(seconds_left / std::max(per_step, 1e-9)));
+}
+
+// How a recovery shares its budget: the optimiser steps each segment visit may take, in visiting order,
+// and the steps of the final KD stage.
+struct budget_plan {
+  std::vector<long> visit_steps;
+  long kd_steps = 0;
+
+  long visit_total() const {
+    long n = 0;
+    for (long s : visit_steps) n += s;
+    return n;
+  }
+};
+
+// Under steps or tokens (tokens / batch_tokens steps): the final KD stage, when there is one, takes
+// kd_share of the steps, and the rest go equally to the `visits` visits, the first ones taking the
+// remainder; fewer steps than visits is an error. Under seconds, every visit may take max_visit_steps
+// (its deadline stops it) and the KD stage runs on its share of the time.
+inline budget_plan plan_budget(const budget& total, index_t visits, bool final_kd, double kd_share, index_t batch_tokens,
+                               long max_visit_steps) {
+  budget_plan plan;
+  plan.visit_steps.assign(static_cast<std::size_t>(visits), 0);
+  if (total.unit == budget_unit::seconds) {
+    plan.kd_steps = final_kd ? 1 : 0;
+    for (auto& s : plan.visit_steps) s = max_visit_steps;
+    return plan;
+  }
+  const double per_step = total.unit == budget_unit::tokens ? static_cast<double>(batch_tokens) : 1.0;
+  const long steps = static_cast<long>(std::floor(total.amount / per_step));
+  plan.kd_steps = final_kd ? static_cast<long>(std::llround(static_cast<double>(steps) * kd_share)) : 0;
+  const long layerwise = steps - plan.kd_steps;
+  check(layerwise >= visits, "pipeline: a budget of ", total.str(), " gives ", layerwise, " segment steps for ", visits,
+        " segment visits; give at least one step per visit");
+  for (index_t g = 0; g < visits; ++g)
+    plan.visit_steps[static_cast<std::size_t>(g)] = layerwise / visits + (g < layerwise % visits ? 1 : 0);
+  return plan;
 }
 
 }  // namespace lwcl::distill

@@ -37,6 +37,7 @@
 #include "lwcl/data/loader.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
+#include "lwcl/distill/pipeline/checkpoint.hpp"
 #include "lwcl/distill/pipeline/feature_feed.hpp"
 #include "lwcl/distill/pipeline/options.hpp"
 #include "lwcl/distill/pipeline/result.hpp"
@@ -112,17 +113,17 @@ class pipeline_run {
 
     // Where to start: a checkpoint, or the beginning.
     fingerprint_ = fingerprint();
-    std::optional<nlohmann::json> state;
+    std::optional<checkpoint_state> state;
     if (opt_.resume && checkpoints_.latest()) {
-      state = load_checkpoint();
+      state = load_checkpoint(*checkpoints_.latest());
     } else {
       // A fresh start: whatever an earlier run left in a directory-backed cache is not trusted.
       checkpoints_.forget();
       for (const auto& k : cache_->keys()) cache_->erase(k);
     }
-    const long step0 = state ? state->at("global_step").get<long>() : 0;
-    if (state && state->contains("metrics_records"))
-      truncate_metrics_records(run_dir_ / "metrics.jsonl", state->at("metrics_records").get<std::size_t>());
+    const long step0 = state ? state->totals.segment_steps : 0;
+    if (state)
+      truncate_metrics_records(run_dir_ / "metrics.jsonl", state->metrics_records);
     else
       truncate_metrics(run_dir_ / "metrics.jsonl", "global_step", step0);
     metrics_.open((run_dir_ / "metrics.jsonl").string(), state.has_value());
@@ -131,7 +132,7 @@ class pipeline_run {
     run_peak_.clear();
 
     teacher_pass(load_teacher);
-    if (state) restore_segmentation_inputs(*state);
+    if (state) restore_segmentation_inputs(state->segmentation_inputs);
     fill_segmentation_inputs();
 
     const auto stages = policies::segmentation_stages(pol_.segmentation, st_.config);
@@ -146,12 +147,12 @@ class pipeline_run {
     std::vector<double> difficulty0;
     bool kd_done = false;
     if (state) {
-      phase0 = state->at("phase");
-      pos0 = state->at("position");
-      visit_step0 = state->at("visit_step");
-      order0 = state->at("order").get<std::vector<index_t>>();
-      difficulty0 = state->at("difficulty").get<std::vector<double>>();
-      kd_done = state->at("kd_done");
+      phase0 = state->phase;
+      pos0 = state->position;
+      visit_step0 = state->visit_step;
+      order0 = state->order;
+      difficulty0 = state->difficulty;
+      kd_done = state->kd_done;
       res_.resumed = true;
       if (opt_.log)
         std::fprintf(opt_.log, "pipeline: resuming at phase %zu, visit %lld, step %ld (%ld segment steps done)\n", phase0,
@@ -160,7 +161,7 @@ class pipeline_run {
 
     if (opt_.progress_bar) {
       const bool secs = opt_.total.unit == budget_unit::seconds;
-      bar_ = std::make_unique<progress>("lwcl", secs ? static_cast<long>(opt_.total.amount) : total_planned_steps());
+      bar_ = std::make_unique<progress>("lwcl", secs ? static_cast<long>(opt_.total.amount) : plan_.visit_total());
       if (!secs) bar_->update(res_.segment_steps);
     }
 
@@ -191,7 +192,7 @@ class pipeline_run {
                    "measurements and refreshes %.1f s); the student is unchanged: raise the budget\n",
                    opt_.total.str().c_str(), res_.teacher_pass_seconds, elapsed() - res_.teacher_pass_seconds);
 
-    if (pol_.curriculum.has_final_kd() && !kd_done && kd_steps_planned_ > 0) {
+    if (pol_.curriculum.has_final_kd() && !kd_done && plan_.kd_steps > 0) {
       if (opt_.total.unit == budget_unit::seconds && elapsed() >= opt_.total.amount)
         res_.budget_exhausted = true;  // the teacher pass and the visits took the whole budget
       else
@@ -381,28 +382,8 @@ class pipeline_run {
     return n;
   }
   void plan_budget() {
-    const index_t V = visits_total();
-    const bool kd = pol_.curriculum.has_final_kd();
-    visit_steps_.assign(static_cast<std::size_t>(V), 0);
-    kd_steps_planned_ = 0;
-    if (opt_.total.unit == budget_unit::seconds) {
-      kd_steps_planned_ = kd ? 1 : 0;  // the KD stage runs on its share of the time
-      for (auto& s : visit_steps_) s = opt_.max_visit_steps;
-      return;
-    }
-    const double per_step = opt_.total.unit == budget_unit::tokens ? static_cast<double>(B_ * T_) : 1.0;
-    const long total = static_cast<long>(std::floor(opt_.total.amount / per_step));
-    kd_steps_planned_ = kd ? static_cast<long>(std::llround(static_cast<double>(total) * opt_.final_kd_share)) : 0;
-    const long layerwise = total - kd_steps_planned_;
-    check(layerwise >= V, "pipeline: a budget of ", opt_.total.str(), " gives ", layerwise,
-          " segment steps for ", V, " segment visits (", phases_.size(), " phases); give at least one step per visit");
-    for (index_t g = 0; g < V; ++g)
-      visit_steps_[static_cast<std::size_t>(g)] = layerwise / V + (g < layerwise % V ? 1 : 0);
-  }
-  long total_planned_steps() const {
-    long n = 0;
-    for (long s : visit_steps_) n += s;
-    return n;
+    plan_ = distill::plan_budget(opt_.total, visits_total(), pol_.curriculum.has_final_kd(), opt_.final_kd_share, B_ * T_,
+                                 opt_.max_visit_steps);
   }
   index_t global_visit(std::size_t phase, index_t pos) const {
     index_t g = 0;
@@ -444,9 +425,8 @@ class pipeline_run {
     if constexpr (policies::needs_layer_difficulty<segmentation_type>) j["layer_difficulty"] = pol_.segmentation.layer_difficulty;
     return j;
   }
-  void restore_segmentation_inputs(const nlohmann::json& state) {
+  void restore_segmentation_inputs(const nlohmann::json& in) {
     if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
-      const auto& in = state.at("segmentation_inputs");
       if (in.contains("layer_difficulty")) pol_.segmentation.layer_difficulty = in.at("layer_difficulty").get<std::vector<double>>();
     }
   }
@@ -494,7 +474,7 @@ class pipeline_run {
     const index_t k = order[static_cast<std::size_t>(pos)];
     const auto sg = ph.segments[static_cast<std::size_t>(k)];
     const index_t g = global_visit(p, pos);
-    long planned = visit_steps_[static_cast<std::size_t>(g)];
+    long planned = plan_.visit_steps[static_cast<std::size_t>(g)];
     const bool secs = opt_.total.unit == budget_unit::seconds;
 
     visit_report rep;
@@ -545,14 +525,7 @@ class pipeline_run {
     oc.weight_decay = opt_.weight_decay;
     segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
                                             pol_.loss, opt_.clip);
-    if (s0 > 0) {
-      const auto path = *checkpoints_.latest() / "segment.bin";
-      std::ifstream in(path, std::ios::binary);
-      check(in.good(), "pipeline: cannot read '", path.string(), "'");
-      seg.load_state(in);
-      check(seg.steps() == s0, "pipeline: the segment state in '", path.string(), "' is at step ", seg.steps(), ", the checkpoint at ",
-            s0);
-    }
+    if (s0 > 0) read_segment_state(*resumed_from_, seg, s0);
     optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
     timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
     double stall = 0;
@@ -677,7 +650,7 @@ class pipeline_run {
       eo.steps = opt_.max_visit_steps;
       eo.time_budget_seconds = std::max(1e-3, opt_.total.amount - elapsed());
     } else {
-      eo.steps = kd_steps_planned_;
+      eo.steps = plan_.kd_steps;
     }
     const auto r = train_e2e_kd(*teacher, *net, loader_, B_, T_, eo, nullptr);
     st_ = student_state::of(*net);
@@ -699,92 +672,41 @@ class pipeline_run {
     save_checkpoint(phases_.size(), 0, 0, {}, {}, nullptr, visit_report{}, true);
   }
 
-  // ---- checkpoints ----
-  // <run>/checkpoints/<name>/: student.bin (every parameter as a double), segment.bin (the visit's
-  // segment parameters and AdamW state, mid-visit only), state.json; `latest` names it, written last.
+  // ---- checkpoints (pipeline/checkpoint.hpp) ----
   void save_checkpoint(std::size_t phase, index_t position, long visit_step, const std::vector<index_t>& order,
                        const std::vector<double>& difficulty, const segment_trainer<Backend, loss_type>* seg,
                        const visit_report& partial, bool kd_done = false) {
+    checkpoint_state c;
+    c.metrics_records = metrics_.records();
+    c.phase = phase;
+    c.position = position;
+    c.visit_step = visit_step;
+    c.order = order;
+    c.difficulty = difficulty;
+    c.kd_done = kd_done;
+    if (seg) c.partial = partial.to_json();
+    c.totals = res_;
+    c.seconds = elapsed();
+    c.peak_staging_bytes = peak_staging_;
+    c.student_parameters = st_.params.size();
+    c.fingerprint = fingerprint_;
+    c.segmentation_inputs = segmentation_inputs();
+    sf_->save_versions(c.feature_versions);
     const auto name = pipeline_detail::checkpoint_name(res_.segment_steps, phase, position);
-    const auto dir = checkpoints_.start(name);
-    {
-      std::ofstream f(dir / "student.bin", std::ios::binary);
-      f.write(reinterpret_cast<const char*>(st_.params.data()), static_cast<std::streamsize>(st_.params.size() * sizeof(double)));
-      f.flush();
-      check(f.good(), "pipeline: writing '", (dir / "student.bin").string(), "' failed");
-    }
-    if (seg) {
-      std::ofstream f(dir / "segment.bin", std::ios::binary);
-      seg->save_state(f);
-      f.flush();
-      check(f.good(), "pipeline: writing '", (dir / "segment.bin").string(), "' failed");
-    }
-    nlohmann::json visits = nlohmann::json::array();
-    for (const auto& v : res_.visits) visits.push_back(v.to_json());
-    nlohmann::json j = {{"global_step", res_.segment_steps},
-                        {"metrics_records", metrics_.records()},
-                        {"phase", phase},
-                        {"position", position},
-                        {"visit_step", visit_step},
-                        {"order", order},
-                        {"difficulty", difficulty},
-                        {"kd_done", kd_done},
-                        {"visits", visits},
-                        {"partial", seg ? partial.to_json() : nlohmann::json()},
-                        {"tokens", res_.tokens},
-                        {"kd_steps", res_.kd_steps},
-                        {"seconds", elapsed()},
-                        {"step_seconds", res_.step_seconds},
-                        {"stall_seconds", res_.stall_seconds},
-                        {"peak_compute_bytes", res_.peak_compute_bytes},
-                        {"peak_staging_bytes", peak_staging_},
-                        {"student_parameters", st_.params.size()},
-                        {"kd_peak_compute_bytes", res_.kd_peak_compute_bytes},
-                        {"kd_seconds", res_.kd_seconds},
-                        {"teacher_pass_seconds", res_.teacher_pass_seconds},
-                        {"refresh_seconds", res_.refresh_seconds},
-                        {"teacher_loaded", res_.teacher_loaded},
-                        {"budget_exhausted", res_.budget_exhausted},
-                        {"segmentation_inputs", segmentation_inputs()},
-                        {"fingerprint", fingerprint_}};
-    sf_->save_versions(j);
-    write_text_atomic(dir / "state.json", j.dump() + "\n");
+    write_checkpoint(checkpoints_.start(name), c, st_.params, seg);
     checkpoints_.commit(name);  // `latest`, written last; the newest two checkpoints remain
   }
 
-  nlohmann::json load_checkpoint() {
-    const auto dir = *checkpoints_.latest();
-    auto j = nlohmann::json::parse(read_text(dir / "state.json"));
-    check(j.at("student_parameters").get<std::size_t>() == st_.params.size(), "pipeline: checkpoint '", dir.string(),
-          "' holds ", j.at("student_parameters").get<std::size_t>(), " student parameters, this student has ",
-          st_.params.size(), " (a run directory belongs to one student)");
-    for (const auto& [field, value] : fingerprint_.items())
-      check(j.at("fingerprint").contains(field) && j.at("fingerprint").at(field) == value, "pipeline: checkpoint '",
-            dir.string(), "' was made with ", field, " = ",
-            j.at("fingerprint").contains(field) ? j.at("fingerprint").at(field).dump() : std::string("(none)"),
-            ", this run has ", value.dump(), "; resume with the same settings, or start afresh (another run directory, or "
-            "resume = false)");
-    std::ifstream f(dir / "student.bin", std::ios::binary);
-    f.read(reinterpret_cast<char*>(st_.params.data()), static_cast<std::streamsize>(st_.params.size() * sizeof(double)));
-    check(f.good(), "pipeline: '", (dir / "student.bin").string(), "' is shorter than the student's parameters");
-    sf_->restore_versions(j);
-    for (const auto& v : j.at("visits")) res_.visits.push_back(visit_report::from_json(v));
-    partial_ = j.at("partial");
-    res_.segment_steps = j.at("global_step");
-    res_.tokens = j.at("tokens");
-    res_.kd_steps = j.at("kd_steps");
-    res_.step_seconds = j.at("step_seconds");
-    res_.stall_seconds = j.at("stall_seconds");
-    res_.peak_compute_bytes = j.at("peak_compute_bytes");
-    peak_staging_ = j.at("peak_staging_bytes");
-    elapsed_before_ = j.at("seconds");
-    res_.kd_peak_compute_bytes = j.at("kd_peak_compute_bytes");
-    res_.kd_seconds = j.at("kd_seconds");
-    res_.teacher_pass_seconds = j.at("teacher_pass_seconds");
-    res_.refresh_seconds = j.at("refresh_seconds");
-    res_.teacher_loaded = j.at("teacher_loaded");
-    res_.budget_exhausted = j.at("budget_exhausted");
-    return j;
+  // The run's totals, student and feature versions as the checkpoint in `dir` left them; its position.
+  checkpoint_state load_checkpoint(const std::filesystem::path& dir) {
+    auto c = read_checkpoint(dir, st_.params, fingerprint_);
+    static_cast<run_totals&>(res_) = c.totals;
+    sf_->restore_versions(c.feature_versions);
+    partial_ = c.partial;
+    peak_staging_ = c.peak_staging_bytes;
+    elapsed_before_ = c.seconds;
+    resumed_from_ = dir;
+    return c;
   }
 
   // Whether a visit queues the next step's feature copies ahead (unset: on device backends only).
@@ -819,11 +741,11 @@ class pipeline_run {
   std::unique_ptr<cache::feature_cache<store_type>> cache_;
   std::optional<student_features<Backend, store_type>> sf_;
   std::vector<policies::curriculum_phase> phases_;
-  std::vector<long> visit_steps_;
-  long kd_steps_planned_ = 0;
+  budget_plan plan_;
   bool layerwise_spent_ = false;  // a seconds budget's layer-wise share is used up
   pipeline_result res_;
   nlohmann::json partial_, fingerprint_;
+  std::optional<std::filesystem::path> resumed_from_;  // the checkpoint this process resumed from
   metrics_writer metrics_;
   std::unique_ptr<progress> bar_;
   timer clock_;

@@ -1,0 +1,103 @@
+#pragma once
+// A pipeline checkpoint: <run>/checkpoints/<name>/ holds student.bin (every student parameter as a
+// double), segment.bin (the visit's segment parameters and AdamW state, mid-visit only) and state.json,
+// the checkpoint_state below, which is where the run stands (phase, visit, step), what it has done so
+// far (run_totals), and what it must match to be resumed (the fingerprint, the student's size). One
+// struct, one JSON form (nlohmann's type macro), written and read in one place each.
+
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lwcl/core/config.hpp"
+#include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
+#include "lwcl/distill/pipeline/result.hpp"
+
+namespace lwcl::distill {
+
+struct checkpoint_state {
+  std::size_t metrics_records = 0;  // metrics.jsonl records written when it was taken
+  // Where the run stands: the next step is step `visit_step` of visit `position` of phase `phase`.
+  std::size_t phase = 0;
+  index_t position = 0;
+  long visit_step = 0;
+  std::vector<index_t> order;      // the phase's visiting order
+  std::vector<double> difficulty;  // the phase's measured segment difficulties (empty: not measured)
+  bool kd_done = false;
+  nlohmann::json partial;  // the report of the visit under way (mid-visit), else null
+  // What it has done.
+  run_totals totals;
+  double seconds = 0;  // wall clock so far, all processes
+  std::size_t peak_staging_bytes = 0;
+  // What a resumed run must match, and the runtime inputs it must reuse.
+  std::size_t student_parameters = 0;
+  nlohmann::json fingerprint, segmentation_inputs, feature_versions;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(checkpoint_state, metrics_records, phase, position, visit_step, order, difficulty,
+                                   kd_done, partial, totals, seconds, peak_staging_bytes, student_parameters, fingerprint,
+                                   segmentation_inputs, feature_versions)
+
+namespace checkpoint_detail {
+
+inline void write_binary(const std::filesystem::path& path, const void* data, std::size_t bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  f.flush();
+  check(f.good(), "pipeline: writing '", path.string(), "' failed");
+}
+
+}  // namespace checkpoint_detail
+
+// Writes the files of a checkpoint into `dir` (checkpoint_dir::start made it; commit names it latest
+// after): the student's parameters, the segment's state when `seg` is given, and state.json.
+template <class Segment>
+void write_checkpoint(const std::filesystem::path& dir, const checkpoint_state& state, std::span<const double> params,
+                      const Segment* seg) {
+  checkpoint_detail::write_binary(dir / "student.bin", params.data(), params.size_bytes());
+  if (seg) {
+    std::ofstream f(dir / "segment.bin", std::ios::binary);
+    seg->save_state(f);
+    f.flush();
+    check(f.good(), "pipeline: writing '", (dir / "segment.bin").string(), "' failed");
+  }
+  write_text_atomic(dir / "state.json", nlohmann::json(state).dump() + "\n");
+}
+
+// Reads the checkpoint in `dir` into `params` (the student's parameters) and returns its state, after
+// checking that it belongs to this student and to a run with this `fingerprint`.
+inline checkpoint_state read_checkpoint(const std::filesystem::path& dir, std::span<double> params,
+                                        const nlohmann::json& fingerprint) {
+  const auto state = nlohmann::json::parse(read_text(dir / "state.json")).get<checkpoint_state>();
+  check(state.student_parameters == params.size(), "pipeline: checkpoint '", dir.string(), "' holds ",
+        state.student_parameters, " student parameters, this student has ", params.size(),
+        " (a run directory belongs to one student)");
+  for (const auto& [field, value] : fingerprint.items()) {
+    const bool has = state.fingerprint.contains(field);
+    check(has && state.fingerprint.at(field) == value, "pipeline: checkpoint '", dir.string(), "' was made with ", field,
+          " = ", has ? state.fingerprint.at(field).dump() : std::string("(none)"), ", this run has ", value.dump(),
+          "; resume with the same settings, or start afresh (another run directory, or resume = false)");
+  }
+  std::ifstream f(dir / "student.bin", std::ios::binary);
+  f.read(reinterpret_cast<char*>(params.data()), static_cast<std::streamsize>(params.size_bytes()));
+  check(f.good(), "pipeline: '", (dir / "student.bin").string(), "' is shorter than the student's parameters");
+  return state;
+}
+
+// Restores a segment's state from the checkpoint in `dir`, which was taken at step `step` of its visit.
+template <class Segment>
+void read_segment_state(const std::filesystem::path& dir, Segment& seg, long step) {
+  const auto path = dir / "segment.bin";
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), "pipeline: cannot read '", path.string(), "'");
+  seg.load_state(in);
+  check(seg.steps() == step, "pipeline: the segment state in '", path.string(), "' is at step ", seg.steps(),
+        ", the checkpoint at ", step);
+}
+
+}  // namespace lwcl::distill
