@@ -29,6 +29,7 @@
 #include "lwcl/ops/rmsnorm.hpp"
 #include "lwcl/ops/rope.hpp"
 #include "lwcl/tensor/tensor.hpp"
+#include "support/arena.hpp"
 #include "support/check.hpp"
 
 using namespace lwcl;
@@ -82,51 +83,7 @@ void check_parity(const results& host, const results& dev) {
   }
 }
 
-// Tensors on one backend for the span of a test: uploads host vectors, hands out zeroed tensors, and
-// reads results back as doubles.
-template <class Be>
-class arena {
- public:
-  explicit arena(Be& be) : be_(be) {}
-
-  template <class T>
-  tensor upload(const std::vector<T>& host, shape s) {
-    REQUIRE(static_cast<index_t>(host.size()) == s.numel());
-    void* p = allocate(host.size() * sizeof(T));
-    be_.from_host(p, host.data(), host.size() * sizeof(T));
-    return tensor(static_cast<T*>(p), s);
-  }
-  template <class T>
-  tensor zeros(shape s) {
-    const std::size_t bytes = static_cast<std::size_t>(s.numel()) * sizeof(T);
-    void* p = allocate(bytes);
-    be_.fill_zero(p, bytes);
-    return tensor(static_cast<T*>(p), s);
-  }
-  std::vector<double> get(const tensor& t) {
-    switch (t.type) {
-      case dtype::f32: return read<float>(t);
-      case dtype::f64: return read<double>(t);
-      case dtype::i32: return read<std::int32_t>(t);
-      default: FAIL("arena::get: unexpected dtype ", dtype_name(t.type)); return {};
-    }
-  }
-
- private:
-  void* allocate(std::size_t bytes) {
-    bufs_.emplace_back(be_, bytes);
-    return bufs_.back().data();
-  }
-  template <class T>
-  std::vector<double> read(const tensor& t) {
-    std::vector<T> v(static_cast<std::size_t>(t.numel()));
-    be_.to_host(v.data(), t.data, t.bytes());
-    return std::vector<double>(v.begin(), v.end());
-  }
-
-  Be& be_;
-  std::vector<buffer<Be>> bufs_;
-};
+using test::arena;
 
 std::vector<float> randn(index_t n, std::uint64_t seed, double scale = 1.0) {
   return test::random_normal<float>(static_cast<std::size_t>(n), seed, scale);

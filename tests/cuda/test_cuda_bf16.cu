@@ -29,6 +29,7 @@
 #include "lwcl/ops/rmsnorm.hpp"
 #include "lwcl/ops/rope.hpp"
 #include "lwcl/optim/adamw.hpp"
+#include "support/arena.hpp"
 #include "support/check.hpp"
 #include "support/tiny_lm.hpp"
 
@@ -62,29 +63,10 @@ struct result {
   long max_ulp;  // < 0: compare by relative error (GEMMs) instead
 };
 
-// Tensors on one backend for a test: uploads host vectors and reads bf16 results back.
-template <class Backend>
-struct arena_of {
-  Backend& be;
-  std::vector<buffer<Backend>> bufs;
-  template <class E>
-  tensor upload(const std::vector<E>& v, shape s) {
-    bufs.emplace_back(be, v.size() * sizeof(E));
-    be.from_host(bufs.back().data(), v.data(), v.size() * sizeof(E));
-    return tensor(static_cast<E*>(bufs.back().data()), s);
-  }
-  template <class E>
-  std::vector<E> read(const tensor& t) {
-    std::vector<E> v(static_cast<std::size_t>(t.numel()));
-    be.to_host(v.data(), t.data, v.size() * sizeof(E));
-    return v;
-  }
-};
-
 // Every op of a block in bf16 on one backend, from the same inputs.
 template <class Backend>
 std::vector<result> run_ops(Backend& be) {
-  arena_of<Backend> a{be, {}};
+  test::arena<Backend> a(be);
   std::vector<result> r;
   const index_t B = 2, T = 33, H = 4, KVH = 2, D = 32, C = H * D, V = 1000, N = B * T, OC = 96;
   const shape xs{B, T, C}, hs{B, T, H, D}, ks{B, T, KVH, D};
@@ -232,7 +214,7 @@ TEST_CASE("cuda bf16: 20 mixed-precision AdamW steps of a tiny gpt2 and GQA llam
     for (int step = 0; step < 20; ++step) {
       std::vector<std::int32_t> ids, targets;
       test::tiny_lm::make_batch(step, ids, targets);
-      arena_of<backend::cuda> a{gpu, {}};
+      test::arena<backend::cuda> a(gpu);
       const tensor di = a.upload(ids, {Bm, Tm}), dt = a.upload(targets, {Bm, Tm});
       h.zero_grad();
       d.zero_grad();
@@ -266,7 +248,7 @@ TEST_CASE("cuda bf16: a segment trainer's losses track the host's bf16 segment")
   CHECK(ds.memory_use().optimizer == hs.memory_use().optimizer);
   const shape xs{Bm, Tm, cfg.d_model};
   const auto xv = bf16_random(static_cast<std::size_t>(xs.numel()), 3), yv = bf16_random(xv.size(), 4);
-  arena_of<backend::cuda> a{gpu, {}};
+  test::arena<backend::cuda> a(gpu);
   const tensor dx = a.upload(xv, xs), dy = a.upload(yv, xs);
   std::vector<bf16> hx = xv, hy = yv;
   double worst = 0, first = 0, last = 0;
