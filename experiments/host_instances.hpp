@@ -63,6 +63,12 @@ LWCL_HOST_INSTANCE lwcl::train::cached_lm lwcl::train::ensure_lm<lwcl::backend::
                                                                                     const std::string&, const std::string&);
 LWCL_HOST_INSTANCE class lwcl::distill::compare::comparison<lwcl::backend::cpu, lwcl::policies::pruning::wanda_sp>;
 
+namespace lwcl::experiments {
+// The bundle most programs run at least once: two_stage<>, uniform<1>, the host cache, nmse, Wanda-sp.
+using default_bundle = decltype(make_policies(slot<key::pruning>(policies::pruning::wanda_sp{})));
+}  // namespace lwcl::experiments
+LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<lwcl::experiments::default_bundle, lwcl::backend::cpu>;
+
 #undef LWCL_HOST_INSTANCE
 
 namespace lwcl::experiments {

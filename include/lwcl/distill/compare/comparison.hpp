@@ -66,8 +66,9 @@ namespace lwcl::distill::compare {
 // `criterion` scores from calibration statistics on `calib_batches` batches of `train`, `ratio` of every
 // layer's KV groups and FFN channels removed (uniform allocation), physically cut.
 template <class Backend, policies::pruning_criterion Criterion>
-std::unique_ptr<model::transformer<Backend>> prune_uniform(model::transformer<Backend>& teacher, const data::shard& train,
-                                                           const Criterion& criterion, double ratio, index_t B, index_t T,
+std::unique_ptr<model::transformer<Backend>> prune_uniform(model::transformer<Backend>& teacher,
+                                                           const data::shard& train, const Criterion& criterion,
+                                                           double ratio, index_t B, index_t T,
                                                            index_t calib_batches) {
   const data::batch_loader calib(train, B, T, 0xC0FFEE);
   const auto stats = prune::collect_statistics(teacher, calib, B, T, calib_batches);
@@ -238,7 +239,8 @@ class comparison {
     auto pipe = make_pipeline(be_, bundle, po);
     const auto teacher_dir = teacher_.dir.string();
     auto& be = be_;
-    auto res = pipe.run([&] { return checkpoint::load_hf(be, teacher_dir); }, student, boundaries_, stream_->loader, dir);
+    auto teacher = [&] { return checkpoint::load_hf(be, teacher_dir); };
+    auto res = pipe.run(teacher, student, boundaries_, stream_->loader, dir);
     return record_pipeline(name, std::move(res), std::move(student), po.total);
   }
 
@@ -252,47 +254,10 @@ class comparison {
     if (b.unit == budget_unit::seconds) eo.time_budget_seconds = b.amount;
     return e2e_kd(name, eo, b);
   }
-  recovery& e2e_kd(const std::string& name, const e2e_options& eo, const budget& b) {
-    const std::filesystem::path dir = std::filesystem::path(opt_.out) / name;
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    std::printf("%s: end-to-end logit KD%s, teacher and student resident, budget %s\n", name.c_str(),
-                eo.hidden_mse_weight > 0 ? " + hidden MSE" : "", b.str().c_str());
-    auto teacher = checkpoint::load_hf(be_, teacher_.dir.string());
-    auto student = pruned_.to_transformer(be_);
-    metrics_writer m((dir / "metrics.jsonl").string());
-    const auto res = train_e2e_kd(*teacher, *student, stream_->loader, opt_.batch, opt_.seq, eo, &m);
-    teacher.reset();
-    checkpoint::save_hf(*student, (dir / "student").string());
-    recovery r;
-    r.student = student_state::of(*student);
-    r.row = judge(name, r.student);
-    r.row.peak_compute_bytes = static_cast<double>(res.peak_compute_bytes);
-    r.row.wall_seconds = res.seconds;
-    r.row.tokens = res.tokens;
-    r.row.details["method"] = "e2e_kd";
-    r.row.details["budget"] = b.str();
-    r.row.details["steps"] = res.steps;
-    r.row.details["run_dir"] = dir.string();
-    return keep(std::move(r));
-  }
+  recovery& e2e_kd(const std::string& name, const e2e_options& eo, const budget& b);
 
   // Groups (two or more) of methods whose students are bitwise the same, in the order they ran.
-  std::vector<std::vector<std::string>> identical_students() const {
-    std::vector<std::vector<std::string>> groups;
-    std::vector<bool> placed(recoveries_.size(), false);
-    for (std::size_t i = 0; i < recoveries_.size(); ++i) {
-      if (placed[i]) continue;
-      std::vector<std::string> g = {recoveries_[i].row.name};
-      for (std::size_t j = i + 1; j < recoveries_.size(); ++j)
-        if (!placed[j] && same_bits(recoveries_[i].student, recoveries_[j].student)) {
-          placed[j] = true;
-          g.push_back(recoveries_[j].row.name);
-        }
-      if (g.size() > 1) groups.push_back(std::move(g));
-    }
-    return groups;
-  }
+  std::vector<std::vector<std::string>> identical_students() const;
 
  private:
   static bool same_bits(const student_state& a, const student_state& b) {
@@ -302,99 +267,16 @@ class comparison {
 
   // The teacher (trained when absent), the validation tokens, the pruned student, the training stream,
   // and the table's first two rows.
-  void start() {
-    namespace fs = std::filesystem;
-    const index_t B = opt_.batch, T = opt_.seq;
-    teacher_ = train::ensure_lm(be_, opt_.data, opt_.teacher, "tiny");
-    val_ = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), 32769);
-    err_batches_ = eval::token_batches(val_, B, T, 2);
-    const data::shard train_shard((fs::path(opt_.data) / "train.bin").string());
-    auto t = checkpoint::load_hf(be_, teacher_.dir.string());
-    check(T <= t->config().max_seq, program_, ": --seq ", T, " exceeds the teacher's max_seq ", t->config().max_seq);
-    teacher_parameters_ = t->num_parameters();
-    timer clock;
-    auto p = prune_uniform(*t, train_shard, criterion_, opt_.ratio, B, T, static_cast<index_t>(opt_.calib_batches));
-    const double prune_seconds = clock.seconds();
-    std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters in %.1f s\n",
-                std::string(Criterion::name).c_str(), 100 * opt_.ratio, static_cast<long long>(teacher_parameters_),
-                static_cast<long long>(p->num_parameters()), prune_seconds);
-    const auto pt = eval::perplexity(*t, val_, T, T, "validation");
-    protocol_ = pt.protocol();
-    method_row tr;
-    tr.name = "teacher";
-    tr.val_ppl = pt.perplexity();
-    tr.wall_seconds = teacher_.seconds;
-    tr.tokens = teacher_.tokens;
-    rows_.push_back(tr);
-    pruned_ = student_state::of(*p);
-    boundaries_ = model::identity_boundaries(p->config().n_layers());
-    method_row pr;
-    pr.name = "pruned";
-    pr.val_ppl = eval::perplexity(*p, val_, T, T, "validation").perplexity();
-    pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
-    pr.wall_seconds = prune_seconds;
-    pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
-    rows_.push_back(pr);
-    stream_.emplace(opt_);
-  }
+  void start();
 
   // Perplexity and cumulative error of a recovered student.
-  method_row judge(const std::string& name, const student_state& s) {
-    auto net = s.to_transformer(be_);
-    method_row r;
-    r.name = name;
-    r.val_ppl = eval::perplexity(*net, val_, opt_.seq, opt_.seq, "validation").perplexity();
-    auto teacher = checkpoint::load_hf(be_, teacher_.dir.string());
-    r.cumulative_error = eval::cumulative_error(*teacher, *net, boundaries_, err_batches_, opt_.batch, opt_.seq);
-    return r;
-  }
+  method_row judge(const std::string& name, const student_state& s);
 
   // <out>/<name>, emptied, after a line naming the run's policies and budget.
   std::filesystem::path prepare_run(const std::string& name, const std::map<std::string, std::string>& policies,
-                                    const budget& b) {
-    for (const auto& r : recoveries_) check(r.row.name != name, program_, ": two methods are named '", name, "'");
-    const auto dir = std::filesystem::path(opt_.out) / name;
-    std::filesystem::remove_all(dir);
-    std::string d;
-    for (const auto& [slot_name, policy] : policies) d += (d.empty() ? "" : ", ") + slot_name + " " + policy;
-    std::printf("%s: %s, budget %s\n", name.c_str(), d.c_str(), b.str().c_str());
-    return dir;
-  }
+                                    const budget& b);
 
-  recovery& record_pipeline(const std::string& name, pipeline_result res, student_state student, const budget& b) {
-    recovery r;
-    r.row = judge(name, student);
-    r.student = std::move(student);
-    auto& row = r.row;
-    row.peak_compute_bytes = static_cast<double>(std::max(res.peak_compute_bytes, res.kd_peak_compute_bytes));
-    row.peak_cache_bytes = static_cast<double>(res.peak_cache_bytes);
-    row.wall_seconds = res.seconds;
-    row.tokens = res.tokens;
-    const auto& u = res.cache.store;
-    auto& d = row.details;
-    d["method"] = "layerwise";
-    d["budget"] = b.str();
-    d["policies"] = res.policies;
-    d["phases"] = res.phases;
-    d["visits"] = res.visits.size();
-    d["segment_steps"] = res.segment_steps;
-    d["kd_steps"] = res.kd_steps;
-    d["phase0_order"] = comparison_detail::first_phase_order(res);
-    d["segments"] = comparison_detail::stages_text(res, r.student.config.n_layers());
-    d["stall_fraction"] = res.step_seconds > 0 ? res.stall_seconds / res.step_seconds : 0.0;
-    d["stall_seconds"] = res.stall_seconds;
-    d["step_seconds"] = res.step_seconds;
-    d["teacher_pass_seconds"] = res.teacher_pass_seconds;
-    d["tier"] = std::string(tier_name(u.memory_tier));
-    d["peak_stored_bytes"] = u.peak_stored_bytes;
-    d["cache_compression_ratio"] = res.cache.compression_ratio();
-    d["encode_seconds"] = u.codec.encode_seconds;
-    d["decode_seconds"] = u.codec.decode_seconds;
-    d["cache_hit_rate"] = res.cache.hit_rate();
-    d["run_dir"] = (std::filesystem::path(opt_.out) / name).string();
-    r.result = std::move(res);
-    return keep(std::move(r));
-  }
+  recovery& record_pipeline(const std::string& name, pipeline_result res, student_state student, const budget& b);
 
   // A method's run, kept where a reference to it stays valid (the program may add to its row's details).
   recovery& keep(recovery r) {
@@ -402,112 +284,11 @@ class comparison {
     return recoveries_.back();
   }
 
-  nlohmann::ordered_json config_json() const {
-    nlohmann::ordered_json c = {{"program", program_},
-                                {"backend", std::string(Backend::name)},
-                                {"criterion", std::string(Criterion::name)},
-                                {"teacher_model", teacher_.dir.string()}};
-    for (const CLI::Option* o : app_.get_options()) {
-      if (o->get_lnames().empty() || o->get_lnames().front() == "help") continue;
-      std::string key = o->get_lnames().front();
-      std::replace(key.begin(), key.end(), '-', '_');
-      if (o->get_expected_min() == 0) {  // a flag
-        c[key] = o->count() > 0;
-        continue;
-      }
-      std::vector<std::string> values = o->results();
-      if (values.empty() && !o->get_default_str().empty()) values = {o->get_default_str()};
-      if (o->get_expected_max() > 1) {
-        auto a = nlohmann::ordered_json::array();
-        for (const auto& v : values) a.push_back(comparison_detail::option_value(v));
-        c[key] = a;
-      } else {
-        c[key] = values.empty() ? nlohmann::ordered_json() : comparison_detail::option_value(values.back());
-      }
-    }
-    c["budget"] = {{"unit", budget_unit_name(total_.unit)}, {"amount", total_.amount}};
-    return c;
-  }
+  nlohmann::ordered_json config_json() const;
 
-  void write_plot(const comparison_detail::plot_request& p, const std::vector<method_row>& rows) const {
-    report::chart chart;
-    chart.title = p.title;
-    chart.x_label = table_detail::header(p.x_key);
-    chart.y_label = table_detail::header(p.y_key);
-    std::vector<std::string> groups;
-    std::map<std::string, report::series> lines;
-    double x_hi = 0;
-    for (const auto& row : rows) {
-      const nlohmann::ordered_json j = row.to_json();
-      if (!j.contains(p.x_key) || !j.contains(p.y_key) || !j.contains(p.group_key)) continue;
-      const auto g = j.at(p.group_key).get<std::string>();
-      if (!lines.count(g)) groups.push_back(g);
-      auto& s = lines[g];
-      s.label = g;
-      s.x.push_back(j.at(p.x_key).get<double>());
-      s.y.push_back(j.at(p.y_key).get<double>());
-      x_hi = std::max(x_hi, s.x.back());
-    }
-    for (std::size_t i = 0; i < groups.size(); ++i) {
-      auto s = lines.at(groups[i]);
-      s.color = report::palette[i % report::palette.size()];
-      for (std::size_t k = 0; k < s.x.size(); ++k) chart.lines.push_back({"", {s.x[k]}, {s.y[k]}, s.color});  // dots
-      chart.lines.push_back(s);
-    }
-    for (std::size_t i = 0; i < 2 && i < rows_.size(); ++i) {  // teacher, pruned
-      const nlohmann::ordered_json j = rows_[i].to_json();
-      if (j.contains(p.y_key) && j.at(p.y_key).is_number())
-        chart.lines.push_back({rows_[i].name, {0, x_hi}, {j.at(p.y_key).get<double>(), j.at(p.y_key).get<double>()},
-                               report::palette[i == 0 ? 2 : 6]});
-    }
-    report::write_png(chart, std::filesystem::path(opt_.out) / p.file);
-  }
+  void write_plot(const comparison_detail::plot_request& p, const std::vector<method_row>& rows) const;
 
-  void finish(double seconds_so_far) {
-    namespace fs = std::filesystem;
-    const auto rows = this->rows();
-    std::printf("\nteacher %lld parameters, student %lld (%s as f32)\n", static_cast<long long>(teacher_parameters_),
-                static_cast<long long>(pruned_.layout.numel()),
-                report::human_bytes(static_cast<double>(pruned_.layout.numel()) * 4).c_str());
-    print_table(rows, protocol_);
-    print_details(rows, columns_);
-    for (const auto& n : notes_) std::printf("%s\n", n.c_str());
-    const auto identical = identical_students();
-    for (const auto& g : identical) {
-      std::string s;
-      for (const auto& n : g) s += (s.empty() ? "" : ", ") + n;
-      std::printf("bitwise the same student: %s\n", s.c_str());
-    }
-    const fs::path out(opt_.out);
-    write_text_atomic(out / "config.json", config_json().dump(2) + "\n");
-    nlohmann::ordered_json rep = {{"program", program_},
-                                  {"val_protocol", protocol_},
-                                  {"teacher_parameters", teacher_parameters_},
-                                  {"student_parameters", pruned_.layout.numel()}};
-    for (const auto& [k, v] : report_.items()) rep[k] = v;
-    rep["identical_students"] = identical;
-    rep["wall_seconds_total"] = seconds_so_far;
-    nlohmann::ordered_json methods = nlohmann::ordered_json::array();
-    std::vector<std::pair<std::string, std::vector<double>>> curves;
-    for (const auto& r : rows) {
-      methods.push_back(r.to_json());
-      if (!r.cumulative_error.empty()) curves.emplace_back(r.name, r.cumulative_error);
-    }
-    rep["methods"] = methods;
-    write_text_atomic(out / "report.json", rep.dump(2) + "\n");
-    write_text_atomic(out / "table.md", markdown(rows, protocol_, columns_));
-    std::string files = "config.json, report.json, table.md";
-    if (!curves.empty()) {
-      plot_cumulative_error(curves, out / "cumulative_error.png");
-      files += ", cumulative_error.png";
-    }
-    for (const auto& p : plots_) {
-      write_plot(p, rows);
-      files += ", " + p.file;
-    }
-    std::printf("%s: wrote %s/ (%s, one folder per method) in %.0f s\n", program_.c_str(), opt_.out.c_str(),
-                files.c_str(), seconds_so_far);
-  }
+  void finish(double seconds_so_far);
 
   std::string program_;
   CLI::App app_;
@@ -529,5 +310,260 @@ class comparison {
   std::vector<std::string> columns_, notes_;
   std::vector<comparison_detail::plot_request> plots_;
 };
+
+// ---- the members compiled once per instantiation (experiments: in lwcl_host_instances) ----
+
+template <class Backend, policies::pruning_criterion Criterion>
+auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_options& eo, const budget& b)
+    -> recovery& {
+  const std::filesystem::path dir = std::filesystem::path(opt_.out) / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::printf("%s: end-to-end logit KD%s, teacher and student resident, budget %s\n", name.c_str(),
+              eo.hidden_mse_weight > 0 ? " + hidden MSE" : "", b.str().c_str());
+  auto teacher = checkpoint::load_hf(be_, teacher_.dir.string());
+  auto student = pruned_.to_transformer(be_);
+  metrics_writer m((dir / "metrics.jsonl").string());
+  const auto res = train_e2e_kd(*teacher, *student, stream_->loader, opt_.batch, opt_.seq, eo, &m);
+  teacher.reset();
+  checkpoint::save_hf(*student, (dir / "student").string());
+  recovery r;
+  r.student = student_state::of(*student);
+  r.row = judge(name, r.student);
+  r.row.peak_compute_bytes = static_cast<double>(res.peak_compute_bytes);
+  r.row.wall_seconds = res.seconds;
+  r.row.tokens = res.tokens;
+  r.row.details["method"] = "e2e_kd";
+  r.row.details["budget"] = b.str();
+  r.row.details["steps"] = res.steps;
+  r.row.details["run_dir"] = dir.string();
+  return keep(std::move(r));
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+std::vector<std::vector<std::string>> comparison<Backend, Criterion>::identical_students() const {
+  std::vector<std::vector<std::string>> groups;
+  std::vector<bool> placed(recoveries_.size(), false);
+  for (std::size_t i = 0; i < recoveries_.size(); ++i) {
+    if (placed[i]) continue;
+    std::vector<std::string> g = {recoveries_[i].row.name};
+    for (std::size_t j = i + 1; j < recoveries_.size(); ++j)
+      if (!placed[j] && same_bits(recoveries_[i].student, recoveries_[j].student)) {
+        placed[j] = true;
+        g.push_back(recoveries_[j].row.name);
+      }
+    if (g.size() > 1) groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+void comparison<Backend, Criterion>::start() {
+  namespace fs = std::filesystem;
+  const index_t B = opt_.batch, T = opt_.seq;
+  teacher_ = train::ensure_lm(be_, opt_.data, opt_.teacher, "tiny");
+  val_ = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), 32769);
+  err_batches_ = eval::token_batches(val_, B, T, 2);
+  const data::shard train_shard((fs::path(opt_.data) / "train.bin").string());
+  auto t = checkpoint::load_hf(be_, teacher_.dir.string());
+  check(T <= t->config().max_seq, program_, ": --seq ", T, " exceeds the teacher's max_seq ", t->config().max_seq);
+  teacher_parameters_ = t->num_parameters();
+  timer clock;
+  auto p = prune_uniform(*t, train_shard, criterion_, opt_.ratio, B, T, static_cast<index_t>(opt_.calib_batches));
+  const double prune_seconds = clock.seconds();
+  std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters in %.1f s\n",
+              std::string(Criterion::name).c_str(), 100 * opt_.ratio, static_cast<long long>(teacher_parameters_),
+              static_cast<long long>(p->num_parameters()), prune_seconds);
+  const auto pt = eval::perplexity(*t, val_, T, T, "validation");
+  protocol_ = pt.protocol();
+  method_row tr;
+  tr.name = "teacher";
+  tr.val_ppl = pt.perplexity();
+  tr.wall_seconds = teacher_.seconds;
+  tr.tokens = teacher_.tokens;
+  rows_.push_back(tr);
+  pruned_ = student_state::of(*p);
+  boundaries_ = model::identity_boundaries(p->config().n_layers());
+  method_row pr;
+  pr.name = "pruned";
+  pr.val_ppl = eval::perplexity(*p, val_, T, T, "validation").perplexity();
+  pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
+  pr.wall_seconds = prune_seconds;
+  pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
+  rows_.push_back(pr);
+  stream_.emplace(opt_);
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+method_row comparison<Backend, Criterion>::judge(const std::string& name, const student_state& s) {
+  auto net = s.to_transformer(be_);
+  method_row r;
+  r.name = name;
+  r.val_ppl = eval::perplexity(*net, val_, opt_.seq, opt_.seq, "validation").perplexity();
+  auto teacher = checkpoint::load_hf(be_, teacher_.dir.string());
+  r.cumulative_error = eval::cumulative_error(*teacher, *net, boundaries_, err_batches_, opt_.batch, opt_.seq);
+  return r;
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+std::filesystem::path comparison<Backend, Criterion>::prepare_run(const std::string& name,
+                                                                 const std::map<std::string, std::string>& policies,
+                                                                 const budget& b) {
+  for (const auto& r : recoveries_) check(r.row.name != name, program_, ": two methods are named '", name, "'");
+  const auto dir = std::filesystem::path(opt_.out) / name;
+  std::filesystem::remove_all(dir);
+  std::string d;
+  for (const auto& [slot_name, policy] : policies) d += (d.empty() ? "" : ", ") + slot_name + " " + policy;
+  std::printf("%s: %s, budget %s\n", name.c_str(), d.c_str(), b.str().c_str());
+  return dir;
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+auto comparison<Backend, Criterion>::record_pipeline(const std::string& name, pipeline_result res,
+                                                     student_state student, const budget& b) -> recovery& {
+  recovery r;
+  r.row = judge(name, student);
+  r.student = std::move(student);
+  auto& row = r.row;
+  row.peak_compute_bytes = static_cast<double>(std::max(res.peak_compute_bytes, res.kd_peak_compute_bytes));
+  row.peak_cache_bytes = static_cast<double>(res.peak_cache_bytes);
+  row.wall_seconds = res.seconds;
+  row.tokens = res.tokens;
+  const auto& u = res.cache.store;
+  auto& d = row.details;
+  d["method"] = "layerwise";
+  d["budget"] = b.str();
+  d["policies"] = res.policies;
+  d["phases"] = res.phases;
+  d["visits"] = res.visits.size();
+  d["segment_steps"] = res.segment_steps;
+  d["kd_steps"] = res.kd_steps;
+  d["phase0_order"] = comparison_detail::first_phase_order(res);
+  d["segments"] = comparison_detail::stages_text(res, r.student.config.n_layers());
+  d["stall_fraction"] = res.step_seconds > 0 ? res.stall_seconds / res.step_seconds : 0.0;
+  d["stall_seconds"] = res.stall_seconds;
+  d["step_seconds"] = res.step_seconds;
+  d["teacher_pass_seconds"] = res.teacher_pass_seconds;
+  d["tier"] = std::string(tier_name(u.memory_tier));
+  d["peak_stored_bytes"] = u.peak_stored_bytes;
+  d["cache_compression_ratio"] = res.cache.compression_ratio();
+  d["encode_seconds"] = u.codec.encode_seconds;
+  d["decode_seconds"] = u.codec.decode_seconds;
+  d["cache_hit_rate"] = res.cache.hit_rate();
+  d["run_dir"] = (std::filesystem::path(opt_.out) / name).string();
+  r.result = std::move(res);
+  return keep(std::move(r));
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+nlohmann::ordered_json comparison<Backend, Criterion>::config_json() const {
+  nlohmann::ordered_json c = {{"program", program_},
+                              {"backend", std::string(Backend::name)},
+                              {"criterion", std::string(Criterion::name)},
+                              {"teacher_model", teacher_.dir.string()}};
+  for (const CLI::Option* o : app_.get_options()) {
+    if (o->get_lnames().empty() || o->get_lnames().front() == "help") continue;
+    std::string key = o->get_lnames().front();
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (o->get_expected_min() == 0) {  // a flag
+      c[key] = o->count() > 0;
+      continue;
+    }
+    std::vector<std::string> values = o->results();
+    if (values.empty() && !o->get_default_str().empty()) values = {o->get_default_str()};
+    if (o->get_expected_max() > 1) {
+      auto a = nlohmann::ordered_json::array();
+      for (const auto& v : values) a.push_back(comparison_detail::option_value(v));
+      c[key] = a;
+    } else {
+      c[key] = values.empty() ? nlohmann::ordered_json() : comparison_detail::option_value(values.back());
+    }
+  }
+  c["budget"] = {{"unit", budget_unit_name(total_.unit)}, {"amount", total_.amount}};
+  return c;
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+void comparison<Backend, Criterion>::write_plot(const comparison_detail::plot_request& p,
+                                               const std::vector<method_row>& rows) const {
+  report::chart chart;
+  chart.title = p.title;
+  chart.x_label = table_detail::header(p.x_key);
+  chart.y_label = table_detail::header(p.y_key);
+  std::vector<std::string> groups;
+  std::map<std::string, report::series> lines;
+  double x_hi = 0;
+  for (const auto& row : rows) {
+    const nlohmann::ordered_json j = row.to_json();
+    if (!j.contains(p.x_key) || !j.contains(p.y_key) || !j.contains(p.group_key)) continue;
+    const auto g = j.at(p.group_key).get<std::string>();
+    if (!lines.count(g)) groups.push_back(g);
+    auto& s = lines[g];
+    s.label = g;
+    s.x.push_back(j.at(p.x_key).get<double>());
+    s.y.push_back(j.at(p.y_key).get<double>());
+    x_hi = std::max(x_hi, s.x.back());
+  }
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    auto s = lines.at(groups[i]);
+    s.color = report::palette[i % report::palette.size()];
+    for (std::size_t k = 0; k < s.x.size(); ++k) chart.lines.push_back({"", {s.x[k]}, {s.y[k]}, s.color});  // dots
+    chart.lines.push_back(s);
+  }
+  for (std::size_t i = 0; i < 2 && i < rows_.size(); ++i) {  // teacher, pruned
+    const nlohmann::ordered_json j = rows_[i].to_json();
+    if (j.contains(p.y_key) && j.at(p.y_key).is_number())
+      chart.lines.push_back({rows_[i].name, {0, x_hi}, {j.at(p.y_key).get<double>(), j.at(p.y_key).get<double>()},
+                             report::palette[i == 0 ? 2 : 6]});
+  }
+  report::write_png(chart, std::filesystem::path(opt_.out) / p.file);
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+void comparison<Backend, Criterion>::finish(double seconds_so_far) {
+  namespace fs = std::filesystem;
+  const auto rows = this->rows();
+  std::printf("\nteacher %lld parameters, student %lld (%s as f32)\n", static_cast<long long>(teacher_parameters_),
+              static_cast<long long>(pruned_.layout.numel()),
+              report::human_bytes(static_cast<double>(pruned_.layout.numel()) * 4).c_str());
+  print_table(rows, protocol_);
+  print_details(rows, columns_);
+  for (const auto& n : notes_) std::printf("%s\n", n.c_str());
+  const auto identical = identical_students();
+  for (const auto& g : identical) {
+    std::string s;
+    for (const auto& n : g) s += (s.empty() ? "" : ", ") + n;
+    std::printf("bitwise the same student: %s\n", s.c_str());
+  }
+  const fs::path out(opt_.out);
+  write_text_atomic(out / "config.json", config_json().dump(2) + "\n");
+  nlohmann::ordered_json rep = {{"program", program_},
+                                {"val_protocol", protocol_},
+                                {"teacher_parameters", teacher_parameters_},
+                                {"student_parameters", pruned_.layout.numel()}};
+  for (const auto& [k, v] : report_.items()) rep[k] = v;
+  rep["identical_students"] = identical;
+  rep["wall_seconds_total"] = seconds_so_far;
+  nlohmann::ordered_json methods = nlohmann::ordered_json::array();
+  std::vector<std::pair<std::string, std::vector<double>>> curves;
+  for (const auto& r : rows) {
+    methods.push_back(r.to_json());
+    if (!r.cumulative_error.empty()) curves.emplace_back(r.name, r.cumulative_error);
+  }
+  rep["methods"] = methods;
+  write_text_atomic(out / "report.json", rep.dump(2) + "\n");
+  write_text_atomic(out / "table.md", markdown(rows, protocol_, columns_));
+  std::string files = "config.json, report.json, table.md";
+  if (!curves.empty()) {
+    plot_cumulative_error(curves, out / "cumulative_error.png");
+    files += ", cumulative_error.png";
+  }
+  for (const auto& p : plots_) {
+    write_plot(p, rows);
+    files += ", " + p.file;
+  }
+  std::printf("%s: wrote %s/ (%s, one folder per method) in %.0f s\n", program_.c_str(), opt_.out.c_str(),
+              files.c_str(), seconds_so_far);
+}
 
 }  // namespace lwcl::distill::compare
