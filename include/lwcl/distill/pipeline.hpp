@@ -61,7 +61,7 @@ class pipeline {
   // run state.
   pipeline_result run(const teacher_source& load_teacher, student_state& student, const std::vector<index_t>& boundaries,
                       const data::batch_loader& loader, const std::filesystem::path& run_dir) const {
-    run_type::validate(opt_, student, boundaries, loader);
+    validate_run(opt_, student, boundaries, loader);
     run_type r(be_, pol_, opt_, student, boundaries, loader, run_dir);
     return r.execute(load_teacher);
   }

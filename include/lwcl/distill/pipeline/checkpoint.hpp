@@ -6,6 +6,7 @@
 // struct, one JSON form (nlohmann's type macro), written and read in one place each.
 
 #include <cstddef>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -42,6 +43,13 @@ struct checkpoint_state {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(checkpoint_state, metrics_records, phase, position, visit_step, order, difficulty,
                                    kd_done, partial, totals, seconds, peak_staging_bytes, student_parameters, fingerprint,
                                    segmentation_inputs, feature_versions)
+
+// A checkpoint folder's name: ck_<segment steps>_p<phase>_v<visit>, so that names sort in run order.
+inline std::string checkpoint_name(long global_step, std::size_t phase, index_t position) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ck_%09ld_p%03zu_v%04lld", global_step, phase, static_cast<long long>(position));
+  return buf;
+}
 
 namespace checkpoint_detail {
 

@@ -38,9 +38,11 @@
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/distill/pipeline/checkpoint.hpp"
+#include "lwcl/distill/pipeline/evaluation.hpp"
 #include "lwcl/distill/pipeline/feature_feed.hpp"
 #include "lwcl/distill/pipeline/options.hpp"
 #include "lwcl/distill/pipeline/result.hpp"
+#include "lwcl/distill/pipeline/setup.hpp"
 #include "lwcl/distill/pipeline/student_features.hpp"
 #include "lwcl/distill/report.hpp"
 #include "lwcl/distill/segment_trainer.hpp"
@@ -71,12 +73,6 @@ struct staging_of<P> {
   using type = typename P::staging;
 };
 
-inline std::string checkpoint_name(long global_step, std::size_t phase, index_t position) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "ck_%09ld_p%03zu_v%04lld", global_step, phase, static_cast<long long>(position));
-  return buf;
-}
-
 }  // namespace pipeline_detail
 
 template <class PolicySet, class Backend>
@@ -94,7 +90,7 @@ class pipeline_run {
   using teacher_source = std::function<std::unique_ptr<net_type>()>;
 
   // A run of `policies` (the bundle as given: runtime inputs such as measured difficulties are filled
-  // into this run's copy) recovering `student` in place, checked with validate() first.
+  // into this run's copy) recovering `student` in place, checked with validate_run() first.
   pipeline_run(Backend& be, PolicySet policies, const pipeline_options& opt, student_state& student,
                std::vector<index_t> boundaries, const data::batch_loader& loader, std::filesystem::path run_dir)
       : be_(be), pol_(std::move(policies)), opt_(opt), st_(student), tlo_(std::move(boundaries)), loader_(loader),
@@ -107,12 +103,12 @@ class pipeline_run {
     res_.policies = policy_names();
     res_.total = opt_.total;
 
-    write_config();
+    write_run_config(run_dir_ / "config.json", res_.policies, opt_, loader_, st_, tlo_);
     cache_ = pol_.cache.open(run_dir_);
     sf_.emplace(be_, *cache_, st_, tlo_, B_, T_, opt_.feature_batches);
 
     // Where to start: a checkpoint, or the beginning.
-    fingerprint_ = fingerprint();
+    fingerprint_ = run_fingerprint(opt_, loader_, tlo_, res_.policies, st_.type);
     std::optional<checkpoint_state> state;
     if (opt_.resume && checkpoints_.latest()) {
       state = load_checkpoint(*checkpoints_.latest());
@@ -215,7 +211,7 @@ class pipeline_run {
       fs::remove_all(dir, ec);
       checkpoint::save_hf(*net, dir.string());
     }
-    if (!opt_.validation_ids.empty()) evaluate(load_teacher, initial);
+    if (!opt_.validation_ids.empty()) evaluate_recovery(be_, opt_, B_, T_, tlo_, load_teacher, st_, initial, res_);
     write_text_atomic(run_dir_ / "report.json", res_.to_json().dump(2) + "\n");
     if (opt_.plots) {
       plot_pipeline_metrics(run_dir_ / "metrics.jsonl", run_dir_);
@@ -226,108 +222,9 @@ class pipeline_run {
     return res_;
   }
 
-  // Throws lwcl::error unless the student, the layer map, the loader and the options fit together.
-  static void validate(const pipeline_options& opt_, const student_state& s, const std::vector<index_t>& tlo,
-                       const data::batch_loader& loader) {
-    const index_t L = s.config.n_layers();
-    check(static_cast<index_t>(s.params.size()) == s.layout.numel(), "pipeline: the student holds ", s.params.size(),
-          " parameters for a layout of ", s.layout.numel());
-    model::check_boundary_map(tlo, L, -1, "pipeline");
-    check(cache::is_feature_dtype(s.type), "pipeline: the student trains in ", dtype_name(s.type),
-          ", expected f32, bf16 or f64 (the feature cache's dtypes)");
-    check(opt_.feature_batches >= 1, "pipeline: feature_batches is ", opt_.feature_batches, ", expected at least 1");
-    check(opt_.total.amount > 0 && std::isfinite(opt_.total.amount), "pipeline: the budget is ", opt_.total.str(),
-          ", expected a positive amount");
-    check(opt_.final_kd_share >= 0 && opt_.final_kd_share < 1, "pipeline: final_kd_share is ", opt_.final_kd_share,
-          ", expected a share in [0, 1)");
-    check(opt_.checkpoint_every >= 0, "pipeline: checkpoint_every is ", opt_.checkpoint_every, ", expected >= 0");
-    check(loader.batch_size() > 0 && loader.seq_len() > 0, "pipeline: the loader has no batch shape");
-    if (!opt_.validation_ids.empty()) {
-      const index_t need = opt_.eval_batches * loader.batch_size() * loader.seq_len();
-      check(opt_.eval_batches >= 1 && static_cast<index_t>(opt_.validation_ids.size()) >= need, "pipeline: ",
-            opt_.validation_ids.size(), " validation tokens, expected at least eval_batches (", opt_.eval_batches,
-            ") batches of ", loader.batch_size(), " x ", loader.seq_len(), " = ", need);
-    }
-  }
-
  private:
-  // What must not change between a run and its resumption: the batch shape, the cached batches (their
-  // tokens, hashed), the layer map, the budget and the policies.
-  nlohmann::json fingerprint() const {
-    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the feature batches' token ids
-    std::vector<std::int32_t> ids, targets;
-    for (index_t b = 0; b < opt_.feature_batches; ++b) {
-      loader_.batch(static_cast<std::uint64_t>(b), ids, targets);
-      for (std::int32_t id : ids)
-        for (int k = 0; k < 4; ++k) {
-          h ^= (static_cast<std::uint32_t>(id) >> (8 * k)) & 0xffu;
-          h *= 1099511628211ULL;
-        }
-    }
-    return {{"batch", B_},
-            {"seq_len", T_},
-            {"feature_batches", opt_.feature_batches},
-            {"feature_tokens_hash", std::to_string(h)},
-            {"boundaries", tlo_},
-            {"budget", opt_.total.str()},
-            {"final_kd_share", opt_.final_kd_share},
-            {"policies", policy_names()},
-            {"dtype", std::string(dtype_name(st_.type))}};
-  }
-
   // The bundle's slot -> policy name, with pipeline_options::policy_labels applied.
-  std::map<std::string, std::string> policy_names() const {
-    auto names = describe(pol_);
-    for (const auto& [slot, label] : opt_.policy_labels) {
-      check(names.count(slot) == 1, "pipeline: policy_labels names slot '", slot,
-            "', expected one of segmentation, curriculum, pruning, cache, loss, backend");
-      names[slot] = label;
-    }
-    return names;
-  }
-
-  // ---- evaluation ----
-  void evaluate(const teacher_source& load_teacher, const student_state& initial) {
-    auto net = st_.to_transformer(be_);
-    const auto p = eval::perplexity(*net, opt_.validation_ids, T_, T_, "validation");
-    res_.val_ppl = p.perplexity();
-    res_.val_protocol = p.protocol();
-    std::vector<std::vector<std::int32_t>> batches;
-    for (index_t k = 0; k < opt_.eval_batches; ++k)
-      batches.emplace_back(opt_.validation_ids.begin() + k * B_ * T_, opt_.validation_ids.begin() + (k + 1) * B_ * T_);
-    auto teacher = load_teacher();
-    check(teacher != nullptr, "pipeline: the teacher source returned no model");
-    res_.cumulative_error = eval::cumulative_error(*teacher, *net, tlo_, batches, B_, T_);
-    net.reset();
-    auto before = initial.to_transformer(be_);
-    res_.cumulative_error_before = eval::cumulative_error(*teacher, *before, tlo_, batches, B_, T_);
-  }
-
-  // ---- set-up ----
-  void write_config() const {
-    const student_state& s = st_;
-    nlohmann::json j;
-    j["policies"] = policy_names();
-    j["budget"] = {{"unit", budget_unit_name(opt_.total.unit)}, {"amount", opt_.total.amount}};
-    j["options"] = {{"feature_batches", opt_.feature_batches}, {"final_kd_share", opt_.final_kd_share},
-                    {"lr", opt_.lr},
-                    {"min_lr", opt_.min_lr},
-                    {"weight_decay", opt_.weight_decay},
-                    {"clip", opt_.clip},
-                    {"kd_temperature", opt_.kd_temperature},
-                    {"checkpoint_every", opt_.checkpoint_every},
-                    {"prefetch_threads", opt_.prefetch.threads},
-                    {"prefetch_ring", opt_.prefetch.ring},
-                    {"batch", B_},
-                    {"seq_len", T_}};
-    j["student"] = {{"family", std::string(model::family_name(s.config.fam))},
-                    {"layers", s.config.n_layers()},
-                    {"d_model", s.config.d_model},
-                    {"dtype", std::string(dtype_name(s.type))},
-                    {"boundaries", tlo_}};
-    write_text_atomic(run_dir_ / "config.json", j.dump(2) + "\n");
-  }
-
+  std::map<std::string, std::string> policy_names() const { return labelled_policies(describe(pol_), opt_.policy_labels); }
 
   // Caches the teacher's boundary features of batches 0 .. feature_batches - 1 that the store does not
   // hold yet (a disk store reopened by a resumed run holds them all), then releases the teacher.
@@ -692,7 +589,7 @@ class pipeline_run {
     c.fingerprint = fingerprint_;
     c.segmentation_inputs = segmentation_inputs();
     sf_->save_versions(c.feature_versions);
-    const auto name = pipeline_detail::checkpoint_name(res_.segment_steps, phase, position);
+    const auto name = checkpoint_name(res_.segment_steps, phase, position);
     write_checkpoint(checkpoints_.start(name), c, st_.params, seg);
     checkpoints_.commit(name);  // `latest`, written last; the newest two checkpoints remain
   }
