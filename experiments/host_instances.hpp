@@ -20,6 +20,8 @@
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/transformer.hpp"
+#include "lwcl/policies/curriculum/curriculum.hpp"
+#include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/policies/pruning/wanda_sp.hpp"
 #include "lwcl/prune/local_gradients.hpp"
 #include "lwcl/prune/stats.hpp"
@@ -64,10 +66,16 @@ LWCL_HOST_INSTANCE lwcl::train::cached_lm lwcl::train::ensure_lm<lwcl::backend::
 LWCL_HOST_INSTANCE class lwcl::distill::compare::comparison<lwcl::backend::cpu, lwcl::policies::pruning::wanda_sp>;
 
 namespace lwcl::experiments {
-// The bundle most programs run at least once: two_stage<>, uniform<1>, the host cache, nmse, Wanda-sp.
+// The bundles the programs share: the default (two_stage<>, uniform<1>, the host cache, nmse) and the
+// baseline without a curriculum (teacher inputs front to back), both of a Wanda-sp student.
 using default_bundle = decltype(make_policies(slot<key::pruning>(policies::pruning::wanda_sp{})));
+using no_curriculum_bundle = decltype(make_policies(
+    slot<key::pruning>(policies::pruning::wanda_sp{}),
+    slot<key::curriculum>(policies::curriculum::curriculum<policies::curriculum::front_to_back,
+                                                           policies::curriculum::teacher_inputs>{})));
 }  // namespace lwcl::experiments
 LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<lwcl::experiments::default_bundle, lwcl::backend::cpu>;
+LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<lwcl::experiments::no_curriculum_bundle, lwcl::backend::cpu>;
 
 #undef LWCL_HOST_INSTANCE
 

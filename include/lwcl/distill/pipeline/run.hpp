@@ -97,180 +97,17 @@ class pipeline_run {
         B_(loader.batch_size()), T_(loader.seq_len()), run_dir_(std::move(run_dir)),
         checkpoints_(run_dir_ / "checkpoints", "ck_", 2) {}
 
-  pipeline_result execute(const teacher_source& load_teacher) {
-    namespace fs = std::filesystem;
-    const student_state initial = opt_.validation_ids.empty() ? student_state{} : st_;
-    res_.policies = policy_names();
-    res_.total = opt_.total;
-
-    write_run_config(run_dir_ / "config.json", res_.policies, opt_, loader_, st_, tlo_);
-    cache_ = pol_.cache.open(run_dir_);
-    sf_.emplace(be_, *cache_, st_, tlo_, B_, T_, opt_.feature_batches);
-
-    // Where to start: a checkpoint, or the beginning.
-    fingerprint_ = run_fingerprint(opt_, loader_, tlo_, res_.policies, st_.type);
-    std::optional<checkpoint_state> state;
-    if (opt_.resume && checkpoints_.latest()) {
-      state = load_checkpoint(*checkpoints_.latest());
-    } else {
-      // A fresh start: whatever an earlier run left in a directory-backed cache is not trusted.
-      checkpoints_.forget();
-      for (const auto& k : cache_->keys()) cache_->erase(k);
-    }
-    const long step0 = state ? state->totals.segment_steps : 0;
-    if (state)
-      truncate_metrics_records(run_dir_ / "metrics.jsonl", state->metrics_records);
-    else
-      truncate_metrics(run_dir_ / "metrics.jsonl", "global_step", step0);
-    metrics_.open((run_dir_ / "metrics.jsonl").string(), state.has_value());
-
-    memory().reset_peaks();
-    run_peak_.clear();
-
-    teacher_pass(load_teacher);
-    if (state) restore_segmentation_inputs(state->segmentation_inputs);
-    fill_segmentation_inputs();
-
-    const auto stages = policies::segmentation_stages(pol_.segmentation, st_.config);
-    phases_ = policies::curriculum_phases(pol_.curriculum, stages, st_.config.n_layers());
-    res_.phases = phases_.size();
-    plan_budget();
-
-    std::size_t phase0 = 0;
-    index_t pos0 = 0;
-    long visit_step0 = 0;
-    std::vector<index_t> order0;
-    std::vector<double> difficulty0;
-    bool kd_done = false;
-    if (state) {
-      phase0 = state->phase;
-      pos0 = state->position;
-      visit_step0 = state->visit_step;
-      order0 = state->order;
-      difficulty0 = state->difficulty;
-      kd_done = state->kd_done;
-      res_.resumed = true;
-      if (opt_.log)
-        std::fprintf(opt_.log, "pipeline: resuming at phase %zu, visit %lld, step %ld (%ld segment steps done)\n", phase0,
-                     static_cast<long long>(pos0), visit_step0, step0);
-    }
-
-    if (opt_.progress_bar) {
-      const bool secs = opt_.total.unit == budget_unit::seconds;
-      bar_ = std::make_unique<progress>("lwcl", secs ? static_cast<long>(opt_.total.amount) : plan_.visit_total());
-      if (!secs) bar_->update(res_.segment_steps);
-    }
-
-    for (std::size_t p = phase0; p < phases_.size(); ++p) {
-      const auto& ph = phases_[p];
-      std::vector<index_t> order;
-      std::vector<double> difficulty;
-      if (state && p == phase0 && !order0.empty()) {
-        order = order0;
-        difficulty = difficulty0;
-      } else {
-        if (ph.needs_difficulty) difficulty = measure_difficulty(ph);
-        order = policies::visiting_order(pol_.curriculum, ph, difficulty);
-      }
-      const index_t first_pos = state && p == phase0 ? pos0 : 0;
-      for (index_t pos = first_pos; pos < static_cast<index_t>(order.size()); ++pos) {
-        const long s0 = state && p == phase0 && pos == pos0 ? visit_step0 : 0;
-        visit(p, pos, order, difficulty, s0);
-        if (layerwise_spent_) break;
-      }
-      if (layerwise_spent_) break;
-    }
-    if (bar_) bar_->finish();
-    bar_.reset();
-    if (res_.segment_steps == 0 && res_.budget_exhausted && opt_.log)
-      std::fprintf(opt_.log,
-                   "pipeline: the budget of %s was used up before any segment trained (teacher pass %.1f s, difficulty "
-                   "measurements and refreshes %.1f s); the student is unchanged: raise the budget\n",
-                   opt_.total.str().c_str(), res_.teacher_pass_seconds, elapsed() - res_.teacher_pass_seconds);
-
-    if (pol_.curriculum.has_final_kd() && !kd_done && plan_.kd_steps > 0) {
-      if (opt_.total.unit == budget_unit::seconds && elapsed() >= opt_.total.amount)
-        res_.budget_exhausted = true;  // the teacher pass and the visits took the whole budget
-      else
-        final_kd(load_teacher);
-    }
-
-    for (int t = 0; t < tier_count; ++t) {
-      const auto tt = static_cast<tier>(t);
-      res_.tracker_peak_bytes[std::string(tier_name(tt))] = std::max(run_peak_[t], memory().peak(tt));
-    }
-    res_.cache = cache_->stats();
-    res_.peak_cache_bytes = static_cast<std::size_t>(res_.cache.store.peak_stored_bytes) + peak_staging_;
-    res_.seconds = elapsed_before_ + clock_.seconds();
-    cache_.reset();
-    metrics_.close();
-    if (opt_.save_student) {
-      auto net = st_.to_transformer(be_);
-      const fs::path dir = run_dir_ / "student";
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-      checkpoint::save_hf(*net, dir.string());
-    }
-    if (!opt_.validation_ids.empty()) evaluate_recovery(be_, opt_, B_, T_, tlo_, load_teacher, st_, initial, res_);
-    write_text_atomic(run_dir_ / "report.json", res_.to_json().dump(2) + "\n");
-    if (opt_.plots) {
-      plot_pipeline_metrics(run_dir_ / "metrics.jsonl", run_dir_);
-      if (!res_.cumulative_error.empty())
-        plot_cumulative_error({{"before recovery", res_.cumulative_error_before}, {"after", res_.cumulative_error}},
-                              run_dir_ / "cumulative_error.png");
-    }
-    return res_;
-  }
+  pipeline_result execute(const teacher_source& load_teacher);
 
  private:
   // The bundle's slot -> policy name, with pipeline_options::policy_labels applied.
-  std::map<std::string, std::string> policy_names() const { return labelled_policies(describe(pol_), opt_.policy_labels); }
+  std::map<std::string, std::string> policy_names() const {
+    return labelled_policies(describe(pol_), opt_.policy_labels);
+  }
 
   // Caches the teacher's boundary features of batches 0 .. feature_batches - 1 that the store does not
   // hold yet (a disk store reopened by a resumed run holds them all), then releases the teacher.
-  void teacher_pass(const teacher_source& load_teacher) {
-    timer t;
-    const auto& wanted = tlo_;  // strictly increasing, from 0
-    std::unique_ptr<net_type> teacher;
-    std::vector<std::int32_t> ids, targets;
-    for (index_t b = 0; b < opt_.feature_batches; ++b) {
-      bool have = true;
-      for (index_t tb : wanted) {
-        const auto m = cache_->find_meta({tb, cache::source::teacher, b});
-        have = have && m && m->shape == sf_->feature_shape() && m->type == st_.type;
-      }
-      if (have) continue;
-      if (!teacher) {
-        teacher = load_teacher();
-        check(teacher != nullptr, "pipeline: the teacher source returned no model");
-        const auto& tc = teacher->config();
-        check(tc.d_model == st_.config.d_model, "pipeline: teacher width ", tc.d_model, " != student width ", st_.config.d_model);
-        model::check_boundary_map(tlo_, st_.config.n_layers(), tc.n_layers(), "pipeline");
-        check(teacher->type() == st_.type, "pipeline: the teacher is ", dtype_name(teacher->type()), ", the student ",
-              dtype_name(st_.type), "; features are cached in one dtype");
-        res_.teacher_loaded = true;
-      }
-      loader_.batch(static_cast<std::uint64_t>(b), ids, targets);
-      model::for_each_layer_output(
-          *teacher, ids, B_, T_,
-          [&](index_t boundary, const tensor& h) {
-            if (std::binary_search(wanted.begin(), wanted.end(), boundary)) sf_->put({boundary, cache::source::teacher, b}, h, 0);
-          },
-          wanted.back());
-    }
-    teacher.reset();
-    res_.teacher_pass_seconds += t.seconds();
-    if (metrics_.is_open())
-      metrics_.write({{"event", "teacher_pass"},
-                      {"teacher_loaded", res_.teacher_loaded},
-                      {"boundaries", wanted.size()},
-                      {"batches", opt_.feature_batches},
-                      {"cache_stored_bytes", cache_->stats().store.stored_bytes},
-                      {"seconds", t.seconds()}});
-  }
-
-  // The student's feature at boundary a for every cached batch, with the current weights: recomputed
-  // from the nearest boundary below whose features are current (boundary 0 always is).
+  void teacher_pass(const teacher_source& load_teacher);
 
   // ---- budget ----
   index_t visits_total() const {
@@ -294,337 +131,44 @@ class pipeline_run {
 
   // ---- difficulty ----
   // Each segment's local loss on batch 0 before training, on the inputs its first step would read.
-  std::vector<double> measure_difficulty(const policies::curriculum_phase& ph) {
-    const double r = policies::student_fraction(pol_.curriculum, ph, 0);
-    auto d = initial_losses(ph.segments, r);
-    if (metrics_.is_open()) metrics_.write({{"event", "difficulty"}, {"phase", ph.index}, {"difficulty", d}});
-    return d;
-  }
-  std::vector<double> initial_losses(const std::vector<policies::segment>& segments, double r) {
-    std::vector<double> d;
-    optim::adamw_config oc;
-    owned_tensor<Backend> xt(be_, st_.type, sf_->feature_shape()), xs(be_, st_.type, sf_->feature_shape()),
-        y(be_, st_.type, sf_->feature_shape());
-    for (const auto& sg : segments) {
-      if (r > 0) refresh(sg.first);
-      const tensor x = prepare_input(sg.first, 0, r, xt.view(), xs.view());
-      sf_->load(sf_->teacher_item(sf_->teacher_out(sg.last), 0), y.view());
-      segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
-                                              pol_.loss, opt_.clip);
-      d.push_back(seg.loss(x, y.view()));
-    }
-    return d;
-  }
+  std::vector<double> measure_difficulty(const policies::curriculum_phase& ph);
+  std::vector<double> initial_losses(const std::vector<policies::segment>& segments, double r);
   // The runtime inputs the run measured for the segmentation, for checkpoints: resuming must segment
   // exactly as the interrupted run did, not re-measure on weights trained since.
-  nlohmann::json segmentation_inputs() const {
-    nlohmann::json j = nlohmann::json::object();
-    if constexpr (policies::needs_layer_difficulty<segmentation_type>) j["layer_difficulty"] = pol_.segmentation.layer_difficulty;
-    return j;
-  }
-  void restore_segmentation_inputs(const nlohmann::json& in) {
-    if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
-      if (in.contains("layer_difficulty")) pol_.segmentation.layer_difficulty = in.at("layer_difficulty").get<std::vector<double>>();
-    }
-  }
+  nlohmann::json segmentation_inputs() const;
+  void restore_segmentation_inputs(const nlohmann::json& in);
   // Runtime inputs a segmentation policy reads from the run when left unset: balanced_difficulty's
   // per-layer difficulties (each layer's initial local loss on teacher inputs), memory_budget's batch
   // shape and dtype.
-  void fill_segmentation_inputs() {
-    auto& sp = pol_.segmentation;
-    if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
-      if (sp.layer_difficulty.empty()) {
-        std::vector<policies::segment> layers;
-        for (index_t l = 0; l < st_.config.n_layers(); ++l) layers.push_back({l, l + 1});
-        sp.layer_difficulty = initial_losses(layers, 0.0);
-        if (metrics_.is_open()) {
-          nlohmann::json rec;
-          rec["event"] = "layer_difficulty";
-          rec["difficulty"] = sp.layer_difficulty;
-          metrics_.write(rec);
-        }
-      }
-    }
-    if constexpr (policies::needs_batch_shape<segmentation_type>) {
-      if (sp.batch == 0 && sp.seq == 0) {
-        sp.batch = B_;
-        sp.seq = T_;
-        sp.type = st_.type;
-        sp.input_tensors = 3 * feed_type::set_count(upload_ahead());
-      }
-    }
-  }
+  void fill_segmentation_inputs();
   // The input of a segment starting at boundary a for batch k at student share r, read directly
   // (outside the prefetcher): teacher features into xt, student features into xs, mixed into xt.
-  tensor prepare_input(index_t a, index_t k, double r, const tensor& xt, const tensor& xs) {
-    if (r < 1) sf_->load(sf_->teacher_item(sf_->teacher_in(a), k), xt);
-    if (r > 0) sf_->load(sf_->student_item(a, k), xs);
-    if (r <= 0) return xt;
-    if (r >= 1) return xs;
-    ops::mix(be_, xt, xt, xs, r);
-    return xt;
-  }
+  tensor prepare_input(index_t a, index_t k, double r, const tensor& xt, const tensor& xs);
 
   // ---- one visit ----
-  void visit(std::size_t p, index_t pos, const std::vector<index_t>& order, const std::vector<double>& difficulty, long s0) {
-    const auto& ph = phases_[p];
-    const index_t k = order[static_cast<std::size_t>(pos)];
-    const auto sg = ph.segments[static_cast<std::size_t>(k)];
-    const index_t g = global_visit(p, pos);
-    long planned = plan_.visit_steps[static_cast<std::size_t>(g)];
-    const bool secs = opt_.total.unit == budget_unit::seconds;
-
-    visit_report rep;
-    rep.phase = p;
-    rep.position = pos;
-    rep.segment = k;
-    rep.first = sg.first;
-    rep.last = sg.last;
-    rep.order = std::string(ph.order);
-    rep.inputs = std::string(ph.inputs);
-    if (!difficulty.empty()) rep.difficulty = difficulty[static_cast<std::size_t>(k)];
-    if (s0 > 0 && !partial_.is_null()) {
-      const auto prev = visit_report::from_json(partial_);
-      rep.loss_first = prev.loss_first;
-      rep.student_fraction_first = prev.student_fraction_first;
-      rep.seconds = prev.seconds;
-      rep.stall_seconds = prev.stall_seconds;
-    }
-
-    std::vector<double> share(static_cast<std::size_t>(planned));
-    bool any_student = false;
-    for (long s = 0; s < planned; ++s) {
-      share[static_cast<std::size_t>(s)] = policies::student_fraction(pol_.curriculum, ph, static_cast<index_t>(s));
-      any_student = any_student || share[static_cast<std::size_t>(s)] > 0;
-    }
-    if (any_student) refresh(sg.first);
-
-    // The deadline of this visit under a seconds budget: an equal share of the layer-wise time left.
-    double deadline = 0;
-    if (secs) {
-      const index_t left = visits_total() - g;
-      deadline = elapsed() + std::max(0.0, layerwise_seconds() - elapsed()) / static_cast<double>(std::max<index_t>(1, left));
-      if (elapsed() >= layerwise_seconds()) {
-        res_.budget_exhausted = true;  // this visit and the ones after it get no steps
-        layerwise_spent_ = true;
-        return;
-      }
-    }
-
-    // Compute memory of this visit, measured by the tracker from here.
-    const tier ct = Backend::memory_tier;
-    for (int t = 0; t < tier_count; ++t) run_peak_[t] = std::max(run_peak_[t], memory().peak(static_cast<tier>(t)));
-    const std::size_t base = memory().current(ct);
-    memory().reset_peak(ct);
-
-    optim::adamw_config oc;
-    oc.lr = opt_.lr;
-    oc.weight_decay = opt_.weight_decay;
-    segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
-                                            pol_.loss, opt_.clip);
-    if (s0 > 0) read_segment_state(*resumed_from_, seg, s0);
-    optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
-    timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
-    double stall = 0;
-    std::size_t staging = 0, feature_sets = 1;
-    {
-      feed_type fd(be_, *cache_, *sf_, sg.first, sg.last, s0, planned, share, opt_.prefetch, upload_ahead(), st_.type);
-      feature_sets = fd.sets();
-      for (long s = s0; s < planned; ++s) {
-        if (opt_.halt_after_steps > 0 && steps_this_process_ >= opt_.halt_after_steps) throw pipeline_halted{};
-        if (secs) {
-          if (elapsed() >= deadline) break;
-          if (s == s0 + 3) {
-            planned = steps_within_seconds(planned, s0 + 3, 3, estimate.seconds(), deadline - elapsed());
-            sched.total_steps = std::max(1L, planned);
-            fd.end_at(planned);
-          }
-        }
-        const double r = share[static_cast<std::size_t>(s)];
-        const feature_set<Backend>& in = fd.at(s);
-        tensor x = r <= 0 ? in.xt.view() : in.xs.view();
-        if (r > 0 && r < 1) {
-          ops::mix(be_, in.xt.view(), in.xt.view(), in.xs.view(), r);
-          x = in.xt.view();
-        }
-        const double lr = sched.lr(s + 1);
-        double loss = 0;
-        try {
-          loss = seg.step(x, in.y.view(), lr);
-        } catch (const lwcl::error& e) {
-          fail("pipeline: phase ", p, ", segment [", sg.first, ", ", sg.last, "), step ", s + 1, " (global step ",
-               res_.segment_steps + 1, "): ", e.what());
-        }
-        if (s == 0) {
-          rep.loss_first = loss;
-          rep.student_fraction_first = r;
-        }
-        rep.loss_last = loss;
-        rep.student_fraction_last = r;
-        rep.steps = s + 1;
-        ++res_.segment_steps;
-        ++steps_this_process_;
-        res_.tokens += B_ * T_;
-        metrics_.write({{"global_step", res_.segment_steps},
-                        {"phase", p},
-                        {"position", pos},
-                        {"first", sg.first},
-                        {"last", sg.last},
-                        {"step", s + 1},
-                        {"loss", loss},
-                        {"student_fraction", r},
-                        {"lr", lr},
-                        {"seconds", elapsed()},
-                        {"memory", memory_sample(fd.stats().staging_bytes)}});
-        if (bar_) bar_->update(secs ? static_cast<long>(elapsed()) : res_.segment_steps,
-                               "phase " + std::to_string(p) + " layers " + std::to_string(sg.first) + "-" +
-                                   std::to_string(sg.last - 1));
-        if (opt_.checkpoint_every > 0 && (s + 1) % opt_.checkpoint_every == 0 && s + 1 < planned) {
-          rep.planned_steps = planned;
-          rep.seconds += vt.seconds();
-          rep.stall_seconds += fd.stats().stall_seconds - stall;
-          stall = fd.stats().stall_seconds;
-          vt = timer();
-          save_checkpoint(p, pos, s + 1, order, difficulty, &seg, rep);
-        }
-      }
-      const auto ps = fd.stats();
-      rep.stall_seconds += ps.stall_seconds - stall;
-      staging = ps.staging_bytes;
-    }
-    rep.planned_steps = planned;
-    rep.seconds += vt.seconds();
-    rep.compute_bytes = seg.resident_bytes() + 3 * feature_sets * sf_->feature_bytes();
-    rep.staging_bytes = staging;
-    rep.tracker_bytes = memory().peak(ct) - base;
-    res_.step_seconds += rep.seconds;
-    res_.stall_seconds += rep.stall_seconds;
-    res_.peak_compute_bytes = std::max(res_.peak_compute_bytes, rep.compute_bytes);
-    peak_staging_ = std::max(peak_staging_, staging);
-    if (secs && elapsed() >= layerwise_seconds()) layerwise_spent_ = true;
-    if (secs && rep.steps < planned) res_.budget_exhausted = true;
-
-    if (rep.steps > 0) {  // a visit cut before its first step changed nothing
-      seg.write_back(st_.layout, st_.params);
-      sf_->trained(sg.first, sg.last);  // the features above the segment are stale now
-    }
-    res_.visits.push_back(rep);
-    partial_ = nlohmann::json();
-    if (metrics_.is_open()) {
-      auto j = rep.to_json();
-      j["event"] = "visit";
-      metrics_.write(j);
-    }
-    save_checkpoint(p, pos + 1, 0, order, difficulty, nullptr, rep);
-  }
+  void visit(std::size_t p, index_t pos, const std::vector<index_t>& order, const std::vector<double>& difficulty,
+             long s0);
 
   // Bytes held now: compute (the backend's tier, less what the cache and the staging ring hold there),
   // the cache's stored bytes, the staging ring, and the tracker's raw count of the backend's tier.
-  nlohmann::json memory_sample(std::size_t staging) const {
-    constexpr tier ct = Backend::memory_tier;
-    const std::size_t tracked = memory().current(ct);
-    const std::size_t cache = cache_->stats().store.stored_bytes;
-    std::size_t other = 0;
-    if (store_type::memory_tier == ct) other += cache;
-    if (staging_type::memory_tier == ct) other += staging;
-    return {{"compute", tracked > other ? tracked - other : 0}, {"cache", cache}, {"staging", staging}, {"tracker", tracked}};
-  }
+  nlohmann::json memory_sample(std::size_t staging) const;
 
   // ---- final KD ----
-  void final_kd(const teacher_source& load_teacher) {
-    timer t;
-    auto teacher = load_teacher();
-    check(teacher != nullptr, "pipeline: the teacher source returned no model");
-    auto net = st_.to_transformer(be_);
-    e2e_options eo;
-    eo.lr = opt_.lr;
-    eo.min_lr = opt_.min_lr;
-    eo.weight_decay = opt_.weight_decay;
-    eo.temperature = opt_.kd_temperature;
-    eo.clip = opt_.clip;
-    eo.progress_bar = opt_.progress_bar;
-    if (opt_.total.unit == budget_unit::seconds) {
-      eo.steps = opt_.max_visit_steps;
-      eo.time_budget_seconds = std::max(1e-3, opt_.total.amount - elapsed());
-    } else {
-      eo.steps = plan_.kd_steps;
-    }
-    const auto r = train_e2e_kd(*teacher, *net, loader_, B_, T_, eo, nullptr);
-    st_ = student_state::of(*net);
-    res_.kd_steps = r.steps;
-    res_.tokens += r.tokens;
-    res_.kd_peak_compute_bytes = r.peak_compute_bytes;
-    res_.kd_seconds = t.seconds();
-    res_.budget_exhausted = res_.budget_exhausted || r.budget_exhausted;
-    if (metrics_.is_open()) {
-      nlohmann::json rec;
-      rec["event"] = "final_kd";
-      rec["steps"] = r.steps;
-      rec["loss_first"] = r.loss_first;
-      rec["loss_last"] = r.loss_last;
-      rec["peak_compute_bytes"] = r.peak_compute_bytes;
-      rec["seconds"] = r.seconds;
-      metrics_.write(rec);
-    }
-    save_checkpoint(phases_.size(), 0, 0, {}, {}, nullptr, visit_report{}, true);
-  }
+  void final_kd(const teacher_source& load_teacher);
 
   // ---- checkpoints (pipeline/checkpoint.hpp) ----
   void save_checkpoint(std::size_t phase, index_t position, long visit_step, const std::vector<index_t>& order,
                        const std::vector<double>& difficulty, const segment_trainer<Backend, loss_type>* seg,
-                       const visit_report& partial, bool kd_done = false) {
-    checkpoint_state c;
-    c.metrics_records = metrics_.records();
-    c.phase = phase;
-    c.position = position;
-    c.visit_step = visit_step;
-    c.order = order;
-    c.difficulty = difficulty;
-    c.kd_done = kd_done;
-    if (seg) c.partial = partial.to_json();
-    c.totals = res_;
-    c.seconds = elapsed();
-    c.peak_staging_bytes = peak_staging_;
-    c.student_parameters = st_.params.size();
-    c.fingerprint = fingerprint_;
-    c.segmentation_inputs = segmentation_inputs();
-    sf_->save_versions(c.feature_versions);
-    const auto name = checkpoint_name(res_.segment_steps, phase, position);
-    write_checkpoint(checkpoints_.start(name), c, st_.params, seg);
-    checkpoints_.commit(name);  // `latest`, written last; the newest two checkpoints remain
-  }
+                       const visit_report& partial, bool kd_done = false);
 
   // The run's totals, student and feature versions as the checkpoint in `dir` left them; its position.
-  checkpoint_state load_checkpoint(const std::filesystem::path& dir) {
-    auto c = read_checkpoint(dir, st_.params, fingerprint_);
-    static_cast<run_totals&>(res_) = c.totals;
-    sf_->restore_versions(c.feature_versions);
-    partial_ = c.partial;
-    peak_staging_ = c.peak_staging_bytes;
-    elapsed_before_ = c.seconds;
-    resumed_from_ = dir;
-    return c;
-  }
+  checkpoint_state load_checkpoint(const std::filesystem::path& dir);
 
   // Whether a visit queues the next step's feature copies ahead (unset: on device backends only).
   bool upload_ahead() const { return opt_.upload_ahead.value_or(Backend::is_device); }
 
   // The student feature at boundary a made current before a visit reads it, the refresh recorded.
-  void refresh(index_t a) {
-    const auto r = sf_->refresh(a);
-    if (!r) return;
-    res_.refresh_seconds += r->seconds;
-    if (metrics_.is_open()) {
-      // Filled field by field: nvcc's front end rejects a nested braced list here.
-      nlohmann::json rec;
-      rec["event"] = "refresh";
-      rec["boundary"] = r->boundary;
-      rec["from"] = r->from;
-      rec["version"] = r->version;
-      rec["seconds"] = r->seconds;
-      metrics_.write(rec);
-    }
-  }
+  void refresh(index_t a);
 
   Backend& be_;
   PolicySet pol_;  // this run's copy, with its measured runtime inputs
@@ -651,5 +195,512 @@ class pipeline_run {
   std::size_t peak_staging_ = 0;
   std::map<int, std::size_t> run_peak_;
 };
+
+// ---- the run, member by member ----
+
+template <class PolicySet, class Backend>
+pipeline_result pipeline_run<PolicySet, Backend>::execute(const teacher_source& load_teacher) {
+  namespace fs = std::filesystem;
+  const student_state initial = opt_.validation_ids.empty() ? student_state{} : st_;
+  res_.policies = policy_names();
+  res_.total = opt_.total;
+
+  write_run_config(run_dir_ / "config.json", res_.policies, opt_, loader_, st_, tlo_);
+  cache_ = pol_.cache.open(run_dir_);
+  sf_.emplace(be_, *cache_, st_, tlo_, B_, T_, opt_.feature_batches);
+
+  // Where to start: a checkpoint, or the beginning.
+  fingerprint_ = run_fingerprint(opt_, loader_, tlo_, res_.policies, st_.type);
+  std::optional<checkpoint_state> state;
+  if (opt_.resume && checkpoints_.latest()) {
+    state = load_checkpoint(*checkpoints_.latest());
+  } else {
+    // A fresh start: whatever an earlier run left in a directory-backed cache is not trusted.
+    checkpoints_.forget();
+    for (const auto& k : cache_->keys()) cache_->erase(k);
+  }
+  const long step0 = state ? state->totals.segment_steps : 0;
+  if (state)
+    truncate_metrics_records(run_dir_ / "metrics.jsonl", state->metrics_records);
+  else
+    truncate_metrics(run_dir_ / "metrics.jsonl", "global_step", step0);
+  metrics_.open((run_dir_ / "metrics.jsonl").string(), state.has_value());
+
+  memory().reset_peaks();
+  run_peak_.clear();
+
+  teacher_pass(load_teacher);
+  if (state) restore_segmentation_inputs(state->segmentation_inputs);
+  fill_segmentation_inputs();
+
+  const auto stages = policies::segmentation_stages(pol_.segmentation, st_.config);
+  phases_ = policies::curriculum_phases(pol_.curriculum, stages, st_.config.n_layers());
+  res_.phases = phases_.size();
+  plan_budget();
+
+  std::size_t phase0 = 0;
+  index_t pos0 = 0;
+  long visit_step0 = 0;
+  std::vector<index_t> order0;
+  std::vector<double> difficulty0;
+  bool kd_done = false;
+  if (state) {
+    phase0 = state->phase;
+    pos0 = state->position;
+    visit_step0 = state->visit_step;
+    order0 = state->order;
+    difficulty0 = state->difficulty;
+    kd_done = state->kd_done;
+    res_.resumed = true;
+    if (opt_.log)
+      std::fprintf(opt_.log, "pipeline: resuming at phase %zu, visit %lld, step %ld (%ld segment steps done)\n", phase0,
+                   static_cast<long long>(pos0), visit_step0, step0);
+  }
+
+  if (opt_.progress_bar) {
+    const bool secs = opt_.total.unit == budget_unit::seconds;
+    bar_ = std::make_unique<progress>("lwcl", secs ? static_cast<long>(opt_.total.amount) : plan_.visit_total());
+    if (!secs) bar_->update(res_.segment_steps);
+  }
+
+  for (std::size_t p = phase0; p < phases_.size(); ++p) {
+    const auto& ph = phases_[p];
+    std::vector<index_t> order;
+    std::vector<double> difficulty;
+    if (state && p == phase0 && !order0.empty()) {
+      order = order0;
+      difficulty = difficulty0;
+    } else {
+      if (ph.needs_difficulty) difficulty = measure_difficulty(ph);
+      order = policies::visiting_order(pol_.curriculum, ph, difficulty);
+    }
+    const index_t first_pos = state && p == phase0 ? pos0 : 0;
+    for (index_t pos = first_pos; pos < static_cast<index_t>(order.size()); ++pos) {
+      const long s0 = state && p == phase0 && pos == pos0 ? visit_step0 : 0;
+      visit(p, pos, order, difficulty, s0);
+      if (layerwise_spent_) break;
+    }
+    if (layerwise_spent_) break;
+  }
+  if (bar_) bar_->finish();
+  bar_.reset();
+  if (res_.segment_steps == 0 && res_.budget_exhausted && opt_.log)
+    std::fprintf(opt_.log,
+                 "pipeline: the budget of %s was used up before any segment trained (teacher pass %.1f s, difficulty "
+                 "measurements and refreshes %.1f s); the student is unchanged: raise the budget\n",
+                 opt_.total.str().c_str(), res_.teacher_pass_seconds, elapsed() - res_.teacher_pass_seconds);
+
+  if (pol_.curriculum.has_final_kd() && !kd_done && plan_.kd_steps > 0) {
+    if (opt_.total.unit == budget_unit::seconds && elapsed() >= opt_.total.amount)
+      res_.budget_exhausted = true;  // the teacher pass and the visits took the whole budget
+    else
+      final_kd(load_teacher);
+  }
+
+  for (int t = 0; t < tier_count; ++t) {
+    const auto tt = static_cast<tier>(t);
+    res_.tracker_peak_bytes[std::string(tier_name(tt))] = std::max(run_peak_[t], memory().peak(tt));
+  }
+  res_.cache = cache_->stats();
+  res_.peak_cache_bytes = static_cast<std::size_t>(res_.cache.store.peak_stored_bytes) + peak_staging_;
+  res_.seconds = elapsed_before_ + clock_.seconds();
+  cache_.reset();
+  metrics_.close();
+  if (opt_.save_student) {
+    auto net = st_.to_transformer(be_);
+    const fs::path dir = run_dir_ / "student";
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    checkpoint::save_hf(*net, dir.string());
+  }
+  if (!opt_.validation_ids.empty()) evaluate_recovery(be_, opt_, B_, T_, tlo_, load_teacher, st_, initial, res_);
+  write_text_atomic(run_dir_ / "report.json", res_.to_json().dump(2) + "\n");
+  if (opt_.plots) {
+    plot_pipeline_metrics(run_dir_ / "metrics.jsonl", run_dir_);
+    if (!res_.cumulative_error.empty())
+      plot_cumulative_error({{"before recovery", res_.cumulative_error_before}, {"after", res_.cumulative_error}},
+                            run_dir_ / "cumulative_error.png");
+  }
+  return res_;
+}
+
+template <class PolicySet, class Backend>
+void pipeline_run<PolicySet, Backend>::teacher_pass(const teacher_source& load_teacher) {
+  timer t;
+  const auto& wanted = tlo_;  // strictly increasing, from 0
+  std::unique_ptr<net_type> teacher;
+  std::vector<std::int32_t> ids, targets;
+  for (index_t b = 0; b < opt_.feature_batches; ++b) {
+    bool have = true;
+    for (index_t tb : wanted) {
+      const auto m = cache_->find_meta({tb, cache::source::teacher, b});
+      have = have && m && m->shape == sf_->feature_shape() && m->type == st_.type;
+    }
+    if (have) continue;
+    if (!teacher) {
+      teacher = load_teacher();
+      check(teacher != nullptr, "pipeline: the teacher source returned no model");
+      const auto& tc = teacher->config();
+      check(tc.d_model == st_.config.d_model, "pipeline: teacher width ", tc.d_model, " != student width ", st_.config.d_model);
+      model::check_boundary_map(tlo_, st_.config.n_layers(), tc.n_layers(), "pipeline");
+      check(teacher->type() == st_.type, "pipeline: the teacher is ", dtype_name(teacher->type()), ", the student ",
+            dtype_name(st_.type), "; features are cached in one dtype");
+      res_.teacher_loaded = true;
+    }
+    loader_.batch(static_cast<std::uint64_t>(b), ids, targets);
+    model::for_each_layer_output(
+        *teacher, ids, B_, T_,
+        [&](index_t boundary, const tensor& h) {
+          if (std::binary_search(wanted.begin(), wanted.end(), boundary)) sf_->put({boundary, cache::source::teacher, b}, h, 0);
+        },
+        wanted.back());
+  }
+  teacher.reset();
+  res_.teacher_pass_seconds += t.seconds();
+  if (metrics_.is_open())
+    metrics_.write({{"event", "teacher_pass"},
+                    {"teacher_loaded", res_.teacher_loaded},
+                    {"boundaries", wanted.size()},
+                    {"batches", opt_.feature_batches},
+                    {"cache_stored_bytes", cache_->stats().store.stored_bytes},
+                    {"seconds", t.seconds()}});
+}
+
+template <class PolicySet, class Backend>
+std::vector<double> pipeline_run<PolicySet, Backend>::measure_difficulty(const policies::curriculum_phase& ph) {
+  const double r = policies::student_fraction(pol_.curriculum, ph, 0);
+  auto d = initial_losses(ph.segments, r);
+  if (metrics_.is_open()) metrics_.write({{"event", "difficulty"}, {"phase", ph.index}, {"difficulty", d}});
+  return d;
+}
+
+template <class PolicySet, class Backend>
+std::vector<double> pipeline_run<PolicySet, Backend>::initial_losses(const std::vector<policies::segment>& segments,
+                                                                     double r) {
+  std::vector<double> d;
+  optim::adamw_config oc;
+  owned_tensor<Backend> xt(be_, st_.type, sf_->feature_shape()), xs(be_, st_.type, sf_->feature_shape()),
+      y(be_, st_.type, sf_->feature_shape());
+  for (const auto& sg : segments) {
+    if (r > 0) refresh(sg.first);
+    const tensor x = prepare_input(sg.first, 0, r, xt.view(), xs.view());
+    sf_->load(sf_->teacher_item(sf_->teacher_out(sg.last), 0), y.view());
+    segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
+                                            pol_.loss, opt_.clip);
+    d.push_back(seg.loss(x, y.view()));
+  }
+  return d;
+}
+
+template <class PolicySet, class Backend>
+nlohmann::json pipeline_run<PolicySet, Backend>::segmentation_inputs() const {
+  nlohmann::json j = nlohmann::json::object();
+  if constexpr (policies::needs_layer_difficulty<segmentation_type>) j["layer_difficulty"] = pol_.segmentation.layer_difficulty;
+  return j;
+}
+
+template <class PolicySet, class Backend>
+void pipeline_run<PolicySet, Backend>::restore_segmentation_inputs(const nlohmann::json& in) {
+  if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
+    if (in.contains("layer_difficulty")) pol_.segmentation.layer_difficulty = in.at("layer_difficulty").get<std::vector<double>>();
+  }
+}
+
+template <class PolicySet, class Backend>
+void pipeline_run<PolicySet, Backend>::fill_segmentation_inputs() {
+  auto& sp = pol_.segmentation;
+  if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
+    if (sp.layer_difficulty.empty()) {
+      std::vector<policies::segment> layers;
+      for (index_t l = 0; l < st_.config.n_layers(); ++l) layers.push_back({l, l + 1});
+      sp.layer_difficulty = initial_losses(layers, 0.0);
+      if (metrics_.is_open()) {
+        nlohmann::json rec;
+        rec["event"] = "layer_difficulty";
+        rec["difficulty"] = sp.layer_difficulty;
+        metrics_.write(rec);
+      }
+    }
+  }
+  if constexpr (policies::needs_batch_shape<segmentation_type>) {
+    if (sp.batch == 0 && sp.seq == 0) {
+      sp.batch = B_;
+      sp.seq = T_;
+      sp.type = st_.type;
+      sp.input_tensors = 3 * feed_type::set_count(upload_ahead());
+    }
+  }
+}
+
+template <class PolicySet, class Backend>
+tensor pipeline_run<PolicySet, Backend>::prepare_input(index_t a, index_t k, double r, const tensor& xt,
+                                                       const tensor& xs) {
+  if (r < 1) sf_->load(sf_->teacher_item(sf_->teacher_in(a), k), xt);
+  if (r > 0) sf_->load(sf_->student_item(a, k), xs);
+  if (r <= 0) return xt;
+  if (r >= 1) return xs;
+  ops::mix(be_, xt, xt, xs, r);
+  return xt;
+}
+
+template <class PolicySet, class Backend>
+void pipeline_run<PolicySet, Backend>::visit(std::size_t p, index_t pos, const std::vector<index_t>& order,
+                                             const std::vector<double>& difficulty, long s0) {
+  const auto& ph = phases_[p];
+  const index_t k = order[static_cast<std::size_t>(pos)];
+  const auto sg = ph.segments[static_cast<std::size_t>(k)];
+  const index_t g = global_visit(p, pos);
+  long planned = plan_.visit_steps[static_cast<std::size_t>(g)];
+  const bool secs = opt_.total.unit == budget_unit::seconds;
+
+  visit_report rep;
+  rep.phase = p;
+  rep.position = pos;
+  rep.segment = k;
+  rep.first = sg.first;
+  rep.last = sg.last;
+  rep.order = std::string(ph.order);
+  rep.inputs = std::string(ph.inputs);
+  if (!difficulty.empty()) rep.difficulty = difficulty[static_cast<std::size_t>(k)];
+  if (s0 > 0 && !partial_.is_null()) {
+    const auto prev = visit_report::from_json(partial_);
+    rep.loss_first = prev.loss_first;
+    rep.student_fraction_first = prev.student_fraction_first;
+    rep.seconds = prev.seconds;
+    rep.stall_seconds = prev.stall_seconds;
+  }
+
+  std::vector<double> share(static_cast<std::size_t>(planned));
+  bool any_student = false;
+  for (long s = 0; s < planned; ++s) {
+    share[static_cast<std::size_t>(s)] = policies::student_fraction(pol_.curriculum, ph, static_cast<index_t>(s));
+    any_student = any_student || share[static_cast<std::size_t>(s)] > 0;
+  }
+  if (any_student) refresh(sg.first);
+
+  // The deadline of this visit under a seconds budget: an equal share of the layer-wise time left.
+  double deadline = 0;
+  if (secs) {
+    const index_t left = visits_total() - g;
+    deadline = elapsed() + std::max(0.0, layerwise_seconds() - elapsed()) / static_cast<double>(std::max<index_t>(1, left));
+    if (elapsed() >= layerwise_seconds()) {
+      res_.budget_exhausted = true;  // this visit and the ones after it get no steps
+      layerwise_spent_ = true;
+      return;
+    }
+  }
+
+  // Compute memory of this visit, measured by the tracker from here.
+  const tier ct = Backend::memory_tier;
+  for (int t = 0; t < tier_count; ++t) run_peak_[t] = std::max(run_peak_[t], memory().peak(static_cast<tier>(t)));
+  const std::size_t base = memory().current(ct);
+  memory().reset_peak(ct);
+
+  optim::adamw_config oc;
+  oc.lr = opt_.lr;
+  oc.weight_decay = opt_.weight_decay;
+  segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
+                                          pol_.loss, opt_.clip);
+  if (s0 > 0) read_segment_state(*resumed_from_, seg, s0);
+  optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
+  timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
+  double stall = 0;
+  std::size_t staging = 0, feature_sets = 1;
+  {
+    feed_type fd(be_, *cache_, *sf_, sg.first, sg.last, s0, planned, share, opt_.prefetch, upload_ahead(), st_.type);
+    feature_sets = fd.sets();
+    for (long s = s0; s < planned; ++s) {
+      if (opt_.halt_after_steps > 0 && steps_this_process_ >= opt_.halt_after_steps) throw pipeline_halted{};
+      if (secs) {
+        if (elapsed() >= deadline) break;
+        if (s == s0 + 3) {
+          planned = steps_within_seconds(planned, s0 + 3, 3, estimate.seconds(), deadline - elapsed());
+          sched.total_steps = std::max(1L, planned);
+          fd.end_at(planned);
+        }
+      }
+      const double r = share[static_cast<std::size_t>(s)];
+      const feature_set<Backend>& in = fd.at(s);
+      tensor x = r <= 0 ? in.xt.view() : in.xs.view();
+      if (r > 0 && r < 1) {
+        ops::mix(be_, in.xt.view(), in.xt.view(), in.xs.view(), r);
+        x = in.xt.view();
+      }
+      const double lr = sched.lr(s + 1);
+      double loss = 0;
+      try {
+        loss = seg.step(x, in.y.view(), lr);
+      } catch (const lwcl::error& e) {
+        fail("pipeline: phase ", p, ", segment [", sg.first, ", ", sg.last, "), step ", s + 1, " (global step ",
+             res_.segment_steps + 1, "): ", e.what());
+      }
+      if (s == 0) {
+        rep.loss_first = loss;
+        rep.student_fraction_first = r;
+      }
+      rep.loss_last = loss;
+      rep.student_fraction_last = r;
+      rep.steps = s + 1;
+      ++res_.segment_steps;
+      ++steps_this_process_;
+      res_.tokens += B_ * T_;
+      metrics_.write({{"global_step", res_.segment_steps},
+                      {"phase", p},
+                      {"position", pos},
+                      {"first", sg.first},
+                      {"last", sg.last},
+                      {"step", s + 1},
+                      {"loss", loss},
+                      {"student_fraction", r},
+                      {"lr", lr},
+                      {"seconds", elapsed()},
+                      {"memory", memory_sample(fd.stats().staging_bytes)}});
+      if (bar_) bar_->update(secs ? static_cast<long>(elapsed()) : res_.segment_steps,
+                             "phase " + std::to_string(p) + " layers " + std::to_string(sg.first) + "-" +
+                                 std::to_string(sg.last - 1));
+      if (opt_.checkpoint_every > 0 && (s + 1) % opt_.checkpoint_every == 0 && s + 1 < planned) {
+        rep.planned_steps = planned;
+        rep.seconds += vt.seconds();
+        rep.stall_seconds += fd.stats().stall_seconds - stall;
+        stall = fd.stats().stall_seconds;
+        vt = timer();
+        save_checkpoint(p, pos, s + 1, order, difficulty, &seg, rep);
+      }
+    }
+    const auto ps = fd.stats();
+    rep.stall_seconds += ps.stall_seconds - stall;
+    staging = ps.staging_bytes;
+  }
+  rep.planned_steps = planned;
+  rep.seconds += vt.seconds();
+  rep.compute_bytes = seg.resident_bytes() + 3 * feature_sets * sf_->feature_bytes();
+  rep.staging_bytes = staging;
+  rep.tracker_bytes = memory().peak(ct) - base;
+  res_.step_seconds += rep.seconds;
+  res_.stall_seconds += rep.stall_seconds;
+  res_.peak_compute_bytes = std::max(res_.peak_compute_bytes, rep.compute_bytes);
+  peak_staging_ = std::max(peak_staging_, staging);
+  if (secs && elapsed() >= layerwise_seconds()) layerwise_spent_ = true;
+  if (secs && rep.steps < planned) res_.budget_exhausted = true;
+
+  if (rep.steps > 0) {  // a visit cut before its first step changed nothing
+    seg.write_back(st_.layout, st_.params);
+    sf_->trained(sg.first, sg.last);  // the features above the segment are stale now
+  }
+  res_.visits.push_back(rep);
+  partial_ = nlohmann::json();
+  if (metrics_.is_open()) {
+    auto j = rep.to_json();
+    j["event"] = "visit";
+    metrics_.write(j);
+  }
+  save_checkpoint(p, pos + 1, 0, order, difficulty, nullptr, rep);
+}
+
+template <class PolicySet, class Backend>
+nlohmann::json pipeline_run<PolicySet, Backend>::memory_sample(std::size_t staging) const {
+  constexpr tier ct = Backend::memory_tier;
+  const std::size_t tracked = memory().current(ct);
+  const std::size_t cache = cache_->stats().store.stored_bytes;
+  std::size_t other = 0;
+  if (store_type::memory_tier == ct) other += cache;
+  if (staging_type::memory_tier == ct) other += staging;
+  return {{"compute", tracked > other ? tracked - other : 0}, {"cache", cache}, {"staging", staging}, {"tracker", tracked}};
+}
+
+template <class PolicySet, class Backend>
+void pipeline_run<PolicySet, Backend>::final_kd(const teacher_source& load_teacher) {
+  timer t;
+  auto teacher = load_teacher();
+  check(teacher != nullptr, "pipeline: the teacher source returned no model");
+  auto net = st_.to_transformer(be_);
+  e2e_options eo;
+  eo.lr = opt_.lr;
+  eo.min_lr = opt_.min_lr;
+  eo.weight_decay = opt_.weight_decay;
+  eo.temperature = opt_.kd_temperature;
+  eo.clip = opt_.clip;
+  eo.progress_bar = opt_.progress_bar;
+  if (opt_.total.unit == budget_unit::seconds) {
+    eo.steps = opt_.max_visit_steps;
+    eo.time_budget_seconds = std::max(1e-3, opt_.total.amount - elapsed());
+  } else {
+    eo.steps = plan_.kd_steps;
+  }
+  const auto r = train_e2e_kd(*teacher, *net, loader_, B_, T_, eo, nullptr);
+  st_ = student_state::of(*net);
+  res_.kd_steps = r.steps;
+  res_.tokens += r.tokens;
+  res_.kd_peak_compute_bytes = r.peak_compute_bytes;
+  res_.kd_seconds = t.seconds();
+  res_.budget_exhausted = res_.budget_exhausted || r.budget_exhausted;
+  if (metrics_.is_open()) {
+    nlohmann::json rec;
+    rec["event"] = "final_kd";
+    rec["steps"] = r.steps;
+    rec["loss_first"] = r.loss_first;
+    rec["loss_last"] = r.loss_last;
+    rec["peak_compute_bytes"] = r.peak_compute_bytes;
+    rec["seconds"] = r.seconds;
+    metrics_.write(rec);
+  }
+  save_checkpoint(phases_.size(), 0, 0, {}, {}, nullptr, visit_report{}, true);
+}
+
+template <class PolicySet, class Backend>
+void pipeline_run<PolicySet, Backend>::save_checkpoint(std::size_t phase, index_t position, long visit_step,
+                                                       const std::vector<index_t>& order,
+                                                       const std::vector<double>& difficulty,
+                                                       const segment_trainer<Backend, loss_type>* seg,
+                                                       const visit_report& partial, bool kd_done) {
+  checkpoint_state c;
+  c.metrics_records = metrics_.records();
+  c.phase = phase;
+  c.position = position;
+  c.visit_step = visit_step;
+  c.order = order;
+  c.difficulty = difficulty;
+  c.kd_done = kd_done;
+  if (seg) c.partial = partial.to_json();
+  c.totals = res_;
+  c.seconds = elapsed();
+  c.peak_staging_bytes = peak_staging_;
+  c.student_parameters = st_.params.size();
+  c.fingerprint = fingerprint_;
+  c.segmentation_inputs = segmentation_inputs();
+  sf_->save_versions(c.feature_versions);
+  const auto name = checkpoint_name(res_.segment_steps, phase, position);
+  write_checkpoint(checkpoints_.start(name), c, st_.params, seg);
+  checkpoints_.commit(name);  // `latest`, written last; the newest two checkpoints remain
+}
+
+template <class PolicySet, class Backend>
+checkpoint_state pipeline_run<PolicySet, Backend>::load_checkpoint(const std::filesystem::path& dir) {
+  auto c = read_checkpoint(dir, st_.params, fingerprint_);
+  static_cast<run_totals&>(res_) = c.totals;
+  sf_->restore_versions(c.feature_versions);
+  partial_ = c.partial;
+  peak_staging_ = c.peak_staging_bytes;
+  elapsed_before_ = c.seconds;
+  resumed_from_ = dir;
+  return c;
+}
+
+template <class PolicySet, class Backend>
+void pipeline_run<PolicySet, Backend>::refresh(index_t a) {
+  const auto r = sf_->refresh(a);
+  if (!r) return;
+  res_.refresh_seconds += r->seconds;
+  if (metrics_.is_open()) {
+    // Filled field by field: nvcc's front end rejects a nested braced list here.
+    nlohmann::json rec;
+    rec["event"] = "refresh";
+    rec["boundary"] = r->boundary;
+    rec["from"] = r->from;
+    rec["version"] = r->version;
+    rec["seconds"] = r->seconds;
+    metrics_.write(rec);
+  }
+}
 
 }  // namespace lwcl::distill
