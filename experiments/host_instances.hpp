@@ -63,6 +63,19 @@ LWCL_HOST_INSTANCE std::unique_ptr<lwcl::model::transformer<lwcl::backend::cpu>>
     lwcl::backend::cpu&, const std::string&, lwcl::dtype);
 LWCL_HOST_INSTANCE lwcl::train::cached_lm lwcl::train::ensure_lm<lwcl::backend::cpu>(lwcl::backend::cpu&, const std::string&,
                                                                                     const std::string&, const std::string&);
+LWCL_HOST_INSTANCE void lwcl::model::block_forward<lwcl::backend::cpu>(lwcl::backend::cpu&, const lwcl::model::block_shape&,
+                                                                        const lwcl::model::block_weights&,
+                                                                        lwcl::model::block_acts<lwcl::backend::cpu>&,
+                                                                        const lwcl::tensor&, const lwcl::tensor&);
+LWCL_HOST_INSTANCE void lwcl::model::block_backward<lwcl::backend::cpu>(
+    lwcl::backend::cpu&, const lwcl::model::block_shape&, const lwcl::model::block_weights&, lwcl::model::block_weights&,
+    lwcl::model::block_acts<lwcl::backend::cpu>&, lwcl::model::block_acts<lwcl::backend::cpu>&, const lwcl::tensor&,
+    const lwcl::tensor&, const lwcl::tensor&);
+LWCL_HOST_INSTANCE void lwcl::optim::adamw_step<lwcl::backend::cpu>(lwcl::backend::cpu&, const lwcl::tensor&,
+                                                                      const lwcl::tensor&, const lwcl::tensor&,
+                                                                      const lwcl::tensor&, const lwcl::optim::adamw_config&,
+                                                                      long, double, const lwcl::tensor&);
+LWCL_HOST_INSTANCE double lwcl::optim::clip_grad_norm<lwcl::backend::cpu>(lwcl::backend::cpu&, const lwcl::tensor&, double);
 LWCL_HOST_INSTANCE class lwcl::distill::compare::comparison<lwcl::backend::cpu, lwcl::policies::pruning::wanda_sp>;
 
 namespace lwcl::experiments {
