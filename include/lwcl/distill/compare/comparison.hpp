@@ -479,7 +479,7 @@ nlohmann::ordered_json comparison<Backend, Criterion>::config_json() const {
       c[key] = values.empty() ? nlohmann::ordered_json() : comparison_detail::option_value(values.back());
     }
   }
-  c["budget"] = {{"unit", budget_unit_name(total_.unit)}, {"amount", total_.amount}};
+  c["budget"] = total_;
   return c;
 }
 

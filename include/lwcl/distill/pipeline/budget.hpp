@@ -40,6 +40,12 @@ struct budget {
   }
 };
 
+// A budget in config.json and report.json: {"unit": "steps", "amount": 400}.
+template <class Json>
+void to_json(Json& j, const budget& b) {
+  j = Json{{"unit", budget_unit_name(b.unit)}, {"amount", b.amount}};
+}
+
 // "400", "steps:400", "tokens:2e6" or "seconds:90".
 inline budget parse_budget(const std::string& text) {
   budget b;

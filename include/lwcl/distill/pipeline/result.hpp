@@ -100,7 +100,7 @@ struct pipeline_result : run_totals {
   nlohmann::json to_json() const {
     nlohmann::json j = static_cast<const run_totals&>(*this);
     j.update({{"policies", policies},
-              {"budget", {{"unit", budget_unit_name(total.unit)}, {"amount", total.amount}}},
+              {"budget", total},
               {"phases", phases},
               {"seconds", seconds},
               {"stall_fraction", step_seconds > 0 ? stall_seconds / step_seconds : 0.0},

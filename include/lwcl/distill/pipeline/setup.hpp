@@ -93,7 +93,7 @@ inline void write_run_config(const std::filesystem::path& path, const std::map<s
                              const std::vector<index_t>& tlo) {
   nlohmann::json j;
   j["policies"] = policies;
-  j["budget"] = {{"unit", budget_unit_name(opt.total.unit)}, {"amount", opt.total.amount}};
+  j["budget"] = opt.total;
   j["options"] = {{"feature_batches", opt.feature_batches},
                   {"final_kd_share", opt.final_kd_share},
                   {"lr", opt.lr},
