@@ -1,8 +1,9 @@
 #pragma once
 // The host-backend instantiations every experiment program shares (teacher training, calibration and
-// surgery, end-to-end KD, evaluation, checkpoints, and the comparison harness of a Wanda-sp student),
-// declared extern here and compiled once, in host_instances.cpp, into the library every program links.
-// Each program's unit then compiles only what is its own (its bundles' pipelines); docs/building.md has
+// surgery, end-to-end KD, evaluation, checkpoints, the layer-wise run over each host cache tier, and the
+// comparison harness of a Wanda-sp student), declared extern here and compiled once, in
+// host_instances.cpp, into the library every program links. Each program's unit then compiles only what
+// is its own (a bundle_schedule and a pipeline::run per bundle); docs/building.md has
 // the measurement behind it. The library itself stays header-only: a program outside experiments/
 // instantiates these as usual.
 
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "lwcl/backend/host/host.hpp"
+#include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/data/loader.hpp"
 #include "lwcl/distill/compare/comparison.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
@@ -20,8 +23,10 @@
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/transformer.hpp"
-#include "lwcl/policies/curriculum/curriculum.hpp"
-#include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "lwcl/policies/cache/compressed.hpp"
+#include "lwcl/policies/cache/disk.hpp"
+#include "lwcl/policies/cache/host.hpp"
+#include "lwcl/policies/loss/nmse.hpp"
 #include "lwcl/policies/pruning/wanda_sp.hpp"
 #include "lwcl/prune/local_gradients.hpp"
 #include "lwcl/prune/stats.hpp"
@@ -78,17 +83,22 @@ LWCL_HOST_INSTANCE void lwcl::optim::adamw_step<lwcl::backend::cpu>(lwcl::backen
 LWCL_HOST_INSTANCE double lwcl::optim::clip_grad_norm<lwcl::backend::cpu>(lwcl::backend::cpu&, const lwcl::tensor&, double);
 LWCL_HOST_INSTANCE class lwcl::distill::compare::comparison<lwcl::backend::cpu, lwcl::policies::pruning::wanda_sp>;
 
-namespace lwcl::experiments {
-// The bundles the programs share: the default (two_stage<>, uniform<1>, the host cache, nmse) and the
-// baseline without a curriculum (teacher inputs front to back), both of a Wanda-sp student.
-using default_bundle = decltype(make_policies(slot<key::pruning>(policies::pruning::wanda_sp{})));
-using no_curriculum_bundle = decltype(make_policies(
-    slot<key::pruning>(policies::pruning::wanda_sp{}),
-    slot<key::curriculum>(policies::curriculum::curriculum<policies::curriculum::front_to_back,
-                                                           policies::curriculum::teacher_inputs>{})));
-}  // namespace lwcl::experiments
-LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<lwcl::experiments::default_bundle, lwcl::backend::cpu>;
-LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<lwcl::experiments::no_curriculum_bundle, lwcl::backend::cpu>;
+// The layer-wise run of every bundle on the host with the nmse loss, one per host cache tier: a program
+// sweeping curricula or segmentations (or the cache tiers) compiles none of it, only a small
+// bundle_schedule per bundle.
+LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<lwcl::backend::cpu, lwcl::policies::cache::host,
+                                                      lwcl::policies::loss::nmse>;
+LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<lwcl::backend::cpu, lwcl::policies::cache::disk,
+                                                      lwcl::policies::loss::nmse>;
+LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<
+    lwcl::backend::cpu, lwcl::policies::cache::compressed<lwcl::policies::cache::host, lwcl::codec::exponent_codec>,
+    lwcl::policies::loss::nmse>;
+LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<
+    lwcl::backend::cpu, lwcl::policies::cache::compressed<lwcl::policies::cache::host, lwcl::codec::zstd_codec>,
+    lwcl::policies::loss::nmse>;
+LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<
+    lwcl::backend::cpu, lwcl::policies::cache::compressed<lwcl::policies::cache::disk, lwcl::codec::exponent_codec>,
+    lwcl::policies::loss::nmse>;
 
 #undef LWCL_HOST_INSTANCE
 

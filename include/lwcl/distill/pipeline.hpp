@@ -9,7 +9,8 @@
 //
 // The parts, one job each, under distill/pipeline/: budget.hpp (what a run may spend), options.hpp,
 // result.hpp (visit and run reports, report.json), student_features.hpp (feature versions and refresh),
-// feature_feed.hpp (a visit's features in compute memory), run.hpp (one run's state and algorithm).
+// feature_feed.hpp (a visit's features in compute memory), schedule.hpp (the segmentation and curriculum
+// as the run sees them), run.hpp (one run's state and algorithm).
 
 #include <filesystem>
 #include <functional>
@@ -23,16 +24,18 @@
 #include "lwcl/distill/pipeline/options.hpp"
 #include "lwcl/distill/pipeline/result.hpp"
 #include "lwcl/distill/pipeline/run.hpp"
+#include "lwcl/distill/pipeline/schedule.hpp"
 #include "lwcl/distill/student_state.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/policies/concepts.hpp"
+#include "lwcl/policies/policy_set.hpp"
 
 namespace lwcl::distill {
 
 template <class PolicySet, class Backend = typename PolicySet::backend_type>
 class pipeline {
  public:
-  using run_type = pipeline_run<PolicySet, Backend>;
+  using run_type = pipeline_run<Backend, typename PolicySet::cache_type, typename PolicySet::loss_type>;
   using net_type = model::transformer<Backend>;
   // Loads (or builds) the teacher; called for the teacher pass and the final KD stage only, and the
   // model is released after each, so it is never resident while segments train.
@@ -62,7 +65,9 @@ class pipeline {
   pipeline_result run(const teacher_source& load_teacher, student_state& student, const std::vector<index_t>& boundaries,
                       const data::batch_loader& loader, const std::filesystem::path& run_dir) const {
     validate_run(opt_, student, boundaries, loader);
-    run_type r(be_, pol_, opt_, student, boundaries, loader, run_dir);
+    bundle_schedule<typename PolicySet::segmentation_type, typename PolicySet::curriculum_type> schedule(
+        pol_.segmentation, pol_.curriculum);
+    run_type r(be_, schedule, pol_.cache, pol_.loss, describe(pol_), opt_, student, boundaries, loader, run_dir);
     return r.execute(load_teacher);
   }
 

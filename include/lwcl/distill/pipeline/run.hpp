@@ -6,7 +6,9 @@
 // in order, each visit training one segment, alone in compute memory, on features fed by a
 // feature_feed, student features refreshed when stale (student_features); (3) an optional final KD
 // stage reloads the teacher. Checkpoints (checkpoint_dir) let a killed run resume bitwise under step
-// and token budgets.
+// and token budgets. The run is a template of the backend, the cache policy and the loss only; the
+// segmentation and curriculum reach it through run_schedule (schedule.hpp), so every bundle that shares
+// those three shares one compiled run.
 
 #include <algorithm>
 #include <cmath>
@@ -42,6 +44,7 @@
 #include "lwcl/distill/pipeline/feature_feed.hpp"
 #include "lwcl/distill/pipeline/options.hpp"
 #include "lwcl/distill/pipeline/result.hpp"
+#include "lwcl/distill/pipeline/schedule.hpp"
 #include "lwcl/distill/pipeline/setup.hpp"
 #include "lwcl/distill/pipeline/student_features.hpp"
 #include "lwcl/distill/report.hpp"
@@ -55,7 +58,6 @@
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/elementwise.hpp"
 #include "lwcl/optim/schedule.hpp"
-#include "lwcl/policies/policy_set.hpp"
 #include "lwcl/policies/concepts.hpp"
 
 namespace lwcl::distill {
@@ -75,12 +77,11 @@ struct staging_of<P> {
 
 }  // namespace pipeline_detail
 
-template <class PolicySet, class Backend>
+template <class Backend, class CachePolicy, class Loss>
 class pipeline_run {
  public:
-  using segmentation_type = typename PolicySet::segmentation_type;
-  using cache_policy_type = typename PolicySet::cache_type;
-  using loss_type = typename PolicySet::loss_type;
+  using cache_policy_type = CachePolicy;
+  using loss_type = Loss;
   using store_type = typename cache_policy_type::store;
   using staging_type = typename pipeline_detail::staging_of<cache_policy_type>::type;
   using feed_type = feature_feed<Backend, store_type, staging_type>;
@@ -89,22 +90,20 @@ class pipeline_run {
   // model is released after each, so it is never resident while segments train.
   using teacher_source = std::function<std::unique_ptr<net_type>()>;
 
-  // A run of `policies` (the bundle as given: runtime inputs such as measured difficulties are filled
-  // into this run's copy) recovering `student` in place, checked with validate_run() first.
-  pipeline_run(Backend& be, PolicySet policies, const pipeline_options& opt, student_state& student,
+  // A run recovering `student` in place, checked with validate_run() first: the bundle's segmentation
+  // and curriculum behind `schedule` (into which the run fills the runtime inputs it measures), its
+  // cache policy and loss, and its slots' names (`policies`, written into config.json and report.json).
+  pipeline_run(Backend& be, run_schedule& schedule, CachePolicy cache, Loss loss,
+               std::map<std::string, std::string> policies, const pipeline_options& opt, student_state& student,
                std::vector<index_t> boundaries, const data::batch_loader& loader, std::filesystem::path run_dir)
-      : be_(be), pol_(std::move(policies)), opt_(opt), st_(student), tlo_(std::move(boundaries)), loader_(loader),
-        B_(loader.batch_size()), T_(loader.seq_len()), run_dir_(std::move(run_dir)),
+      : be_(be), sched_(schedule), cache_policy_(std::move(cache)), loss_(std::move(loss)),
+        names_(labelled_policies(policies, opt.policy_labels)), opt_(opt), st_(student), tlo_(std::move(boundaries)),
+        loader_(loader), B_(loader.batch_size()), T_(loader.seq_len()), run_dir_(std::move(run_dir)),
         checkpoints_(run_dir_ / "checkpoints", "ck_", 2) {}
 
   pipeline_result execute(const teacher_source& load_teacher);
 
  private:
-  // The bundle's slot -> policy name, with pipeline_options::policy_labels applied.
-  std::map<std::string, std::string> policy_names() const {
-    return labelled_policies(describe(pol_), opt_.policy_labels);
-  }
-
   // Caches the teacher's boundary features of batches 0 .. feature_batches - 1 that the store does not
   // hold yet (a disk store reopened by a resumed run holds them all), then releases the teacher.
   void teacher_pass(const teacher_source& load_teacher);
@@ -116,7 +115,7 @@ class pipeline_run {
     return n;
   }
   void plan_budget() {
-    plan_ = distill::plan_budget(opt_.total, visits_total(), pol_.curriculum.has_final_kd(), opt_.final_kd_share, B_ * T_,
+    plan_ = distill::plan_budget(opt_.total, visits_total(), sched_.has_final_kd(), opt_.final_kd_share, B_ * T_,
                                  opt_.max_visit_steps);
   }
   index_t global_visit(std::size_t phase, index_t pos) const {
@@ -126,7 +125,7 @@ class pipeline_run {
   }
   double elapsed() const { return elapsed_before_ + clock_.seconds(); }
   double layerwise_seconds() const {
-    return opt_.total.amount * (pol_.curriculum.has_final_kd() ? 1.0 - opt_.final_kd_share : 1.0);
+    return opt_.total.amount * (sched_.has_final_kd() ? 1.0 - opt_.final_kd_share : 1.0);
   }
 
   // ---- difficulty ----
@@ -171,7 +170,10 @@ class pipeline_run {
   void refresh(index_t a);
 
   Backend& be_;
-  PolicySet pol_;  // this run's copy, with its measured runtime inputs
+  run_schedule& sched_;  // the segmentation and curriculum, with this run's measured runtime inputs
+  CachePolicy cache_policy_;
+  Loss loss_;
+  std::map<std::string, std::string> names_;  // slot -> policy name, with pipeline_options::policy_labels
   const pipeline_options& opt_;
   student_state& st_;
   std::vector<index_t> tlo_;
@@ -198,15 +200,15 @@ class pipeline_run {
 
 // ---- the run, member by member ----
 
-template <class PolicySet, class Backend>
-pipeline_result pipeline_run<PolicySet, Backend>::execute(const teacher_source& load_teacher) {
+template <class Backend, class CachePolicy, class Loss>
+pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_source& load_teacher) {
   namespace fs = std::filesystem;
   const student_state initial = opt_.validation_ids.empty() ? student_state{} : st_;
-  res_.policies = policy_names();
+  res_.policies = names_;
   res_.total = opt_.total;
 
   write_run_config(run_dir_ / "config.json", res_.policies, opt_, loader_, st_, tlo_);
-  cache_ = pol_.cache.open(run_dir_);
+  cache_ = cache_policy_.open(run_dir_);
   sf_.emplace(be_, *cache_, st_, tlo_, B_, T_, opt_.feature_batches);
 
   // Where to start: a checkpoint, or the beginning.
@@ -233,8 +235,7 @@ pipeline_result pipeline_run<PolicySet, Backend>::execute(const teacher_source& 
   if (state) restore_segmentation_inputs(state->segmentation_inputs);
   fill_segmentation_inputs();
 
-  const auto stages = policies::segmentation_stages(pol_.segmentation, st_.config);
-  phases_ = policies::curriculum_phases(pol_.curriculum, stages, st_.config.n_layers());
+  phases_ = sched_.phases(st_.config);
   res_.phases = phases_.size();
   plan_budget();
 
@@ -272,7 +273,7 @@ pipeline_result pipeline_run<PolicySet, Backend>::execute(const teacher_source& 
       difficulty = difficulty0;
     } else {
       if (ph.needs_difficulty) difficulty = measure_difficulty(ph);
-      order = policies::visiting_order(pol_.curriculum, ph, difficulty);
+      order = sched_.visiting_order(ph, difficulty);
     }
     const index_t first_pos = state && p == phase0 ? pos0 : 0;
     for (index_t pos = first_pos; pos < static_cast<index_t>(order.size()); ++pos) {
@@ -290,7 +291,7 @@ pipeline_result pipeline_run<PolicySet, Backend>::execute(const teacher_source& 
                  "measurements and refreshes %.1f s); the student is unchanged: raise the budget\n",
                  opt_.total.str().c_str(), res_.teacher_pass_seconds, elapsed() - res_.teacher_pass_seconds);
 
-  if (pol_.curriculum.has_final_kd() && !kd_done && plan_.kd_steps > 0) {
+  if (sched_.has_final_kd() && !kd_done && plan_.kd_steps > 0) {
     if (opt_.total.unit == budget_unit::seconds && elapsed() >= opt_.total.amount)
       res_.budget_exhausted = true;  // the teacher pass and the visits took the whole budget
     else
@@ -324,8 +325,8 @@ pipeline_result pipeline_run<PolicySet, Backend>::execute(const teacher_source& 
   return res_;
 }
 
-template <class PolicySet, class Backend>
-void pipeline_run<PolicySet, Backend>::teacher_pass(const teacher_source& load_teacher) {
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::teacher_pass(const teacher_source& load_teacher) {
   timer t;
   const auto& wanted = tlo_;  // strictly increasing, from 0
   std::unique_ptr<net_type> teacher;
@@ -366,16 +367,16 @@ void pipeline_run<PolicySet, Backend>::teacher_pass(const teacher_source& load_t
                     {"seconds", t.seconds()}});
 }
 
-template <class PolicySet, class Backend>
-std::vector<double> pipeline_run<PolicySet, Backend>::measure_difficulty(const policies::curriculum_phase& ph) {
-  const double r = policies::student_fraction(pol_.curriculum, ph, 0);
+template <class Backend, class CachePolicy, class Loss>
+std::vector<double> pipeline_run<Backend, CachePolicy, Loss>::measure_difficulty(const policies::curriculum_phase& ph) {
+  const double r = sched_.student_fraction(ph, 0);
   auto d = initial_losses(ph.segments, r);
   if (metrics_.is_open()) metrics_.write({{"event", "difficulty"}, {"phase", ph.index}, {"difficulty", d}});
   return d;
 }
 
-template <class PolicySet, class Backend>
-std::vector<double> pipeline_run<PolicySet, Backend>::initial_losses(const std::vector<policies::segment>& segments,
+template <class Backend, class CachePolicy, class Loss>
+std::vector<double> pipeline_run<Backend, CachePolicy, Loss>::initial_losses(const std::vector<policies::segment>& segments,
                                                                      double r) {
   std::vector<double> d;
   optim::adamw_config oc;
@@ -386,54 +387,43 @@ std::vector<double> pipeline_run<PolicySet, Backend>::initial_losses(const std::
     const tensor x = prepare_input(sg.first, 0, r, xt.view(), xs.view());
     sf_->load(sf_->teacher_item(sf_->teacher_out(sg.last), 0), y.view());
     segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
-                                            pol_.loss, opt_.clip);
+                                            loss_, opt_.clip);
     d.push_back(seg.loss(x, y.view()));
   }
   return d;
 }
 
-template <class PolicySet, class Backend>
-nlohmann::json pipeline_run<PolicySet, Backend>::segmentation_inputs() const {
+template <class Backend, class CachePolicy, class Loss>
+nlohmann::json pipeline_run<Backend, CachePolicy, Loss>::segmentation_inputs() const {
   nlohmann::json j = nlohmann::json::object();
-  if constexpr (policies::needs_layer_difficulty<segmentation_type>) j["layer_difficulty"] = pol_.segmentation.layer_difficulty;
+  if (const auto* d = sched_.layer_difficulty()) j["layer_difficulty"] = *d;
   return j;
 }
 
-template <class PolicySet, class Backend>
-void pipeline_run<PolicySet, Backend>::restore_segmentation_inputs(const nlohmann::json& in) {
-  if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
-    if (in.contains("layer_difficulty")) pol_.segmentation.layer_difficulty = in.at("layer_difficulty").get<std::vector<double>>();
-  }
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::restore_segmentation_inputs(const nlohmann::json& in) {
+  if (auto* d = sched_.layer_difficulty(); d && in.contains("layer_difficulty"))
+    *d = in.at("layer_difficulty").get<std::vector<double>>();
 }
 
-template <class PolicySet, class Backend>
-void pipeline_run<PolicySet, Backend>::fill_segmentation_inputs() {
-  auto& sp = pol_.segmentation;
-  if constexpr (policies::needs_layer_difficulty<segmentation_type>) {
-    if (sp.layer_difficulty.empty()) {
-      std::vector<policies::segment> layers;
-      for (index_t l = 0; l < st_.config.n_layers(); ++l) layers.push_back({l, l + 1});
-      sp.layer_difficulty = initial_losses(layers, 0.0);
-      if (metrics_.is_open()) {
-        nlohmann::json rec;
-        rec["event"] = "layer_difficulty";
-        rec["difficulty"] = sp.layer_difficulty;
-        metrics_.write(rec);
-      }
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::fill_segmentation_inputs() {
+  if (auto* d = sched_.layer_difficulty(); d && d->empty()) {
+    std::vector<policies::segment> layers;
+    for (index_t l = 0; l < st_.config.n_layers(); ++l) layers.push_back({l, l + 1});
+    *d = initial_losses(layers, 0.0);
+    if (metrics_.is_open()) {
+      nlohmann::json rec;
+      rec["event"] = "layer_difficulty";
+      rec["difficulty"] = *d;
+      metrics_.write(rec);
     }
   }
-  if constexpr (policies::needs_batch_shape<segmentation_type>) {
-    if (sp.batch == 0 && sp.seq == 0) {
-      sp.batch = B_;
-      sp.seq = T_;
-      sp.type = st_.type;
-      sp.input_tensors = 3 * feed_type::set_count(upload_ahead());
-    }
-  }
+  sched_.fill_batch_shape(B_, T_, st_.type, 3 * feed_type::set_count(upload_ahead()));
 }
 
-template <class PolicySet, class Backend>
-tensor pipeline_run<PolicySet, Backend>::prepare_input(index_t a, index_t k, double r, const tensor& xt,
+template <class Backend, class CachePolicy, class Loss>
+tensor pipeline_run<Backend, CachePolicy, Loss>::prepare_input(index_t a, index_t k, double r, const tensor& xt,
                                                        const tensor& xs) {
   if (r < 1) sf_->load(sf_->teacher_item(sf_->teacher_in(a), k), xt);
   if (r > 0) sf_->load(sf_->student_item(a, k), xs);
@@ -443,8 +433,8 @@ tensor pipeline_run<PolicySet, Backend>::prepare_input(index_t a, index_t k, dou
   return xt;
 }
 
-template <class PolicySet, class Backend>
-void pipeline_run<PolicySet, Backend>::visit(std::size_t p, index_t pos, const std::vector<index_t>& order,
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos, const std::vector<index_t>& order,
                                              const std::vector<double>& difficulty, long s0) {
   const auto& ph = phases_[p];
   const index_t k = order[static_cast<std::size_t>(pos)];
@@ -473,7 +463,7 @@ void pipeline_run<PolicySet, Backend>::visit(std::size_t p, index_t pos, const s
   std::vector<double> share(static_cast<std::size_t>(planned));
   bool any_student = false;
   for (long s = 0; s < planned; ++s) {
-    share[static_cast<std::size_t>(s)] = policies::student_fraction(pol_.curriculum, ph, static_cast<index_t>(s));
+    share[static_cast<std::size_t>(s)] = sched_.student_fraction(ph, static_cast<index_t>(s));
     any_student = any_student || share[static_cast<std::size_t>(s)] > 0;
   }
   if (any_student) refresh(sg.first);
@@ -500,7 +490,7 @@ void pipeline_run<PolicySet, Backend>::visit(std::size_t p, index_t pos, const s
   oc.lr = opt_.lr;
   oc.weight_decay = opt_.weight_decay;
   segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
-                                          pol_.loss, opt_.clip);
+                                          loss_, opt_.clip);
   if (s0 > 0) read_segment_state(*resumed_from_, seg, s0);
   optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
   timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
@@ -597,8 +587,8 @@ void pipeline_run<PolicySet, Backend>::visit(std::size_t p, index_t pos, const s
   save_checkpoint(p, pos + 1, 0, order, difficulty, nullptr, rep);
 }
 
-template <class PolicySet, class Backend>
-nlohmann::json pipeline_run<PolicySet, Backend>::memory_sample(std::size_t staging) const {
+template <class Backend, class CachePolicy, class Loss>
+nlohmann::json pipeline_run<Backend, CachePolicy, Loss>::memory_sample(std::size_t staging) const {
   constexpr tier ct = Backend::memory_tier;
   const std::size_t tracked = memory().current(ct);
   const std::size_t cache = cache_->stats().store.stored_bytes;
@@ -608,8 +598,8 @@ nlohmann::json pipeline_run<PolicySet, Backend>::memory_sample(std::size_t stagi
   return {{"compute", tracked > other ? tracked - other : 0}, {"cache", cache}, {"staging", staging}, {"tracker", tracked}};
 }
 
-template <class PolicySet, class Backend>
-void pipeline_run<PolicySet, Backend>::final_kd(const teacher_source& load_teacher) {
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& load_teacher) {
   timer t;
   auto teacher = load_teacher();
   check(teacher != nullptr, "pipeline: the teacher source returned no model");
@@ -647,8 +637,8 @@ void pipeline_run<PolicySet, Backend>::final_kd(const teacher_source& load_teach
   save_checkpoint(phases_.size(), 0, 0, {}, {}, nullptr, visit_report{}, true);
 }
 
-template <class PolicySet, class Backend>
-void pipeline_run<PolicySet, Backend>::save_checkpoint(std::size_t phase, index_t position, long visit_step,
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::save_checkpoint(std::size_t phase, index_t position, long visit_step,
                                                        const std::vector<index_t>& order,
                                                        const std::vector<double>& difficulty,
                                                        const segment_trainer<Backend, loss_type>* seg,
@@ -674,8 +664,8 @@ void pipeline_run<PolicySet, Backend>::save_checkpoint(std::size_t phase, index_
   checkpoints_.commit(name);  // `latest`, written last; the newest two checkpoints remain
 }
 
-template <class PolicySet, class Backend>
-checkpoint_state pipeline_run<PolicySet, Backend>::load_checkpoint(const std::filesystem::path& dir) {
+template <class Backend, class CachePolicy, class Loss>
+checkpoint_state pipeline_run<Backend, CachePolicy, Loss>::load_checkpoint(const std::filesystem::path& dir) {
   auto c = read_checkpoint(dir, st_.params, fingerprint_);
   static_cast<run_totals&>(res_) = c.totals;
   sf_->restore_versions(c.feature_versions);
@@ -686,8 +676,8 @@ checkpoint_state pipeline_run<PolicySet, Backend>::load_checkpoint(const std::fi
   return c;
 }
 
-template <class PolicySet, class Backend>
-void pipeline_run<PolicySet, Backend>::refresh(index_t a) {
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::refresh(index_t a) {
   const auto r = sf_->refresh(a);
   if (!r) return;
   res_.refresh_seconds += r->seconds;
