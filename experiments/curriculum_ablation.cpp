@@ -28,13 +28,11 @@ int main(int argc, char** argv) {
                               "seconds:N / a plain number (then --ramp-visit-steps is needed)");
   double ramp_start = 0.25, ramp_end = 0.75;
   long ramp_visit_steps = 0;
-  std::uint64_t seed = 1;
+  std::uint64_t seed = 1;  // of the random order
   bool core_only = false;
   auto& cli = cmp.cli();
-  cli.add_option("--ramp-start", ramp_start, "ramp: last step on teacher inputs alone, as a fraction of a visit")
-      ->check(CLI::Range(0.0, 1.0));
-  cli.add_option("--ramp-end", ramp_end, "ramp: first step on student inputs alone, as a fraction of a visit")
-      ->check(CLI::Range(0.0, 1.0));
+  cli.add_option("--ramp-start", ramp_start, "ramp: last teacher-only step, as a fraction of a visit")->check(CLI::Range(0., 1.));
+  cli.add_option("--ramp-end", ramp_end, "ramp: first student-only step, as a fraction of a visit")->check(CLI::Range(0., 1.));
   cli.add_option("--ramp-visit-steps", ramp_visit_steps, "steps of a visit the ramp fractions refer to; 0: the "
                  "budget's steps divided by the visits")->check(CLI::NonNegativeNumber);
   cli.add_option("--seed", seed, "seed of the random visiting order");
@@ -46,12 +44,10 @@ int main(int argc, char** argv) {
     check(cmp.total().unit != distill::budget_unit::seconds || ramp_visit_steps > 0, "curriculum_ablation: under a "
           "seconds budget the length of a visit is not known in advance; give --ramp-visit-steps (or a steps: budget)");
     const policies::segmentation::uniform<1> segmentation;
-    const auto& cfg = cmp.pruned().config;
     auto run = [&](const std::string& name, auto c) {
       std::string ramp = "-";
       if constexpr (requires { requires std::is_same_v<decltype(c.inputs), cur::ramp>; }) {  // fractions of a visit
-        const index_t visit = ramp_visit_steps > 0 ? ramp_visit_steps : static_cast<index_t>(cmp.steps_of(cmp.total())) /
-                              policies::visit_count(c, policies::segmentation_stages(segmentation, cfg), cfg.n_layers());
+        const index_t visit = ramp_visit_steps > 0 ? ramp_visit_steps : cmp.steps_per_visit(c, segmentation);
         c.inputs = cur::ramp::over(visit, ramp_start, ramp_end);
         ramp = std::to_string(c.inputs.start) + "-" + std::to_string(c.inputs.end) + " of " + std::to_string(visit);
       }

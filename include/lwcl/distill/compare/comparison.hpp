@@ -206,6 +206,15 @@ class comparison {
     if (b.unit == budget_unit::tokens) return b.amount / (static_cast<double>(opt_.batch) * opt_.seq);
     return 0;
   }
+  // The optimiser steps of one visit when curriculum `c` over segmentation `s` shares --budget's steps
+  // equally among its visits (0 under a seconds budget): what a visit-relative schedule such as
+  // curriculum::ramp is expressed in.
+  template <policies::curriculum_policy Curriculum, policies::segmentation_policy Segmentation>
+  index_t steps_per_visit(const Curriculum& c, const Segmentation& s) const {
+    const auto& cfg = pruned_.config;
+    return static_cast<index_t>(steps_of(total_)) /
+           std::max<index_t>(1, policies::visit_count(c, policies::segmentation_stages(s, cfg), cfg.n_layers()));
+  }
   pipeline_options recovery_options() const { return compare::recovery_options(opt_, total_); }
   pipeline_options recovery_options(const budget& b) const { return compare::recovery_options(opt_, b); }
   const student_state& pruned() const { return pruned_; }

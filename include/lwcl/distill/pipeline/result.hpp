@@ -65,6 +65,27 @@ inline visit_report visit_report::from_json(const nlohmann::json& j) {
 inline void to_json(nlohmann::json& j, const visit_report& v) { j = v.to_json(); }
 inline void from_json(const nlohmann::json& j, visit_report& v) { v = visit_report::from_json(j); }
 
+}  // namespace lwcl::distill
+
+namespace lwcl::cache {
+// A cache's figures as report.json gives them: the store's usage, its compression ratio and hit rate.
+inline void to_json(nlohmann::json& j, const cache_stats& c) {
+  j = {{"store", std::string(c.store.store)},
+       {"tier", std::string(tier_name(c.store.memory_tier))},
+       {"records", c.store.records},
+       {"stored_bytes", c.store.stored_bytes},
+       {"peak_stored_bytes", c.store.peak_stored_bytes},
+       {"raw_bytes", c.store.raw_bytes},
+       {"compression_ratio", c.compression_ratio()},
+       {"hits", c.hits},
+       {"misses", c.misses},
+       {"hit_rate", c.hit_rate()},
+       {"bytes_read", c.bytes_read}};
+}
+}  // namespace lwcl::cache
+
+namespace lwcl::distill {
+
 // What a run has done so far: the totals a checkpoint carries and a resumed run continues from.
 struct run_totals {
   std::vector<visit_report> visits;
@@ -107,18 +128,7 @@ struct pipeline_result : run_totals {
               {"tokens_per_second", seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0},
               {"peak_cache_bytes", peak_cache_bytes},
               {"tracker_peak_bytes", tracker_peak_bytes},
-              {"cache",
-               {{"store", std::string(cache.store.store)},
-                {"tier", std::string(tier_name(cache.store.memory_tier))},
-                {"records", cache.store.records},
-                {"stored_bytes", cache.store.stored_bytes},
-                {"peak_stored_bytes", cache.store.peak_stored_bytes},
-                {"raw_bytes", cache.store.raw_bytes},
-                {"compression_ratio", cache.compression_ratio()},
-                {"hits", cache.hits},
-                {"misses", cache.misses},
-                {"hit_rate", cache.hit_rate()},
-                {"bytes_read", cache.bytes_read}}},
+              {"cache", cache},
               {"resumed", resumed},
               {"val_ppl", val_ppl},
               {"val_protocol", val_protocol},

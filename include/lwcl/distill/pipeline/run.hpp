@@ -147,6 +147,15 @@ class pipeline_run {
   // ---- one visit ----
   void visit(std::size_t p, index_t pos, const std::vector<index_t>& order, const std::vector<double>& difficulty,
              long s0);
+  // The report of a visit as it starts: which segment, and (resuming at step s0 > 0) what the
+  // interrupted process had recorded of it.
+  visit_report start_report(std::size_t p, index_t pos, index_t k, const std::vector<double>& difficulty, long s0) const;
+  // One step's metrics record and progress.
+  void record_step(const visit_report& rep, std::size_t p, index_t pos, double loss, double lr, std::size_t staging);
+  // A visit's closing accounting: its memory and time into the run's totals, the trained segment back
+  // into the student, the report into the results and metrics, and the checkpoint after it.
+  void finish_visit(visit_report& rep, segment_trainer<Backend, loss_type>& seg, std::size_t p, index_t pos,
+                    const std::vector<index_t>& order, const std::vector<double>& difficulty, std::size_t base);
 
   // Bytes held now: compute (the backend's tier, less what the cache and the staging ring hold there),
   // the cache's stored bytes, the staging ring, and the tracker's raw count of the backend's tier.
@@ -434,15 +443,10 @@ tensor pipeline_run<Backend, CachePolicy, Loss>::prepare_input(index_t a, index_
 }
 
 template <class Backend, class CachePolicy, class Loss>
-void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos, const std::vector<index_t>& order,
-                                             const std::vector<double>& difficulty, long s0) {
+visit_report pipeline_run<Backend, CachePolicy, Loss>::start_report(std::size_t p, index_t pos, index_t k,
+                                                                    const std::vector<double>& difficulty, long s0) const {
   const auto& ph = phases_[p];
-  const index_t k = order[static_cast<std::size_t>(pos)];
   const auto sg = ph.segments[static_cast<std::size_t>(k)];
-  const index_t g = global_visit(p, pos);
-  long planned = plan_.visit_steps[static_cast<std::size_t>(g)];
-  const bool secs = opt_.total.unit == budget_unit::seconds;
-
   visit_report rep;
   rep.phase = p;
   rep.position = pos;
@@ -459,14 +463,24 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
     rep.seconds = prev.seconds;
     rep.stall_seconds = prev.stall_seconds;
   }
+  return rep;
+}
+
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos, const std::vector<index_t>& order,
+                                                     const std::vector<double>& difficulty, long s0) {
+  const auto& ph = phases_[p];
+  const index_t k = order[static_cast<std::size_t>(pos)];
+  const auto sg = ph.segments[static_cast<std::size_t>(k)];
+  const index_t g = global_visit(p, pos);
+  long planned = plan_.visit_steps[static_cast<std::size_t>(g)];
+  const bool secs = opt_.total.unit == budget_unit::seconds;
+  visit_report rep = start_report(p, pos, k, difficulty, s0);
 
   std::vector<double> share(static_cast<std::size_t>(planned));
-  bool any_student = false;
-  for (long s = 0; s < planned; ++s) {
+  for (long s = 0; s < planned; ++s)
     share[static_cast<std::size_t>(s)] = sched_.student_fraction(ph, static_cast<index_t>(s));
-    any_student = any_student || share[static_cast<std::size_t>(s)] > 0;
-  }
-  if (any_student) refresh(sg.first);
+  if (std::any_of(share.begin(), share.end(), [](double r) { return r > 0; })) refresh(sg.first);
 
   // The deadline of this visit under a seconds budget: an equal share of the layer-wise time left.
   double deadline = 0;
@@ -481,10 +495,9 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
   }
 
   // Compute memory of this visit, measured by the tracker from here.
-  const tier ct = Backend::memory_tier;
   for (int t = 0; t < tier_count; ++t) run_peak_[t] = std::max(run_peak_[t], memory().peak(static_cast<tier>(t)));
-  const std::size_t base = memory().current(ct);
-  memory().reset_peak(ct);
+  const std::size_t base = memory().current(Backend::memory_tier);
+  memory().reset_peak(Backend::memory_tier);
 
   optim::adamw_config oc;
   oc.lr = opt_.lr;
@@ -495,10 +508,8 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
   optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
   timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
   double stall = 0;
-  std::size_t staging = 0, feature_sets = 1;
   {
     feed_type fd(be_, *cache_, *sf_, sg.first, sg.last, s0, planned, share, opt_.prefetch, upload_ahead(), st_.type);
-    feature_sets = fd.sets();
     for (long s = s0; s < planned; ++s) {
       if (opt_.halt_after_steps > 0 && steps_this_process_ >= opt_.halt_after_steps) throw pipeline_halted{};
       if (secs) {
@@ -531,23 +542,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
       rep.loss_last = loss;
       rep.student_fraction_last = r;
       rep.steps = s + 1;
-      ++res_.segment_steps;
-      ++steps_this_process_;
-      res_.tokens += B_ * T_;
-      metrics_.write({{"global_step", res_.segment_steps},
-                      {"phase", p},
-                      {"position", pos},
-                      {"first", sg.first},
-                      {"last", sg.last},
-                      {"step", s + 1},
-                      {"loss", loss},
-                      {"student_fraction", r},
-                      {"lr", lr},
-                      {"seconds", elapsed()},
-                      {"memory", memory_sample(fd.stats().staging_bytes)}});
-      if (bar_) bar_->update(secs ? static_cast<long>(elapsed()) : res_.segment_steps,
-                             "phase " + std::to_string(p) + " layers " + std::to_string(sg.first) + "-" +
-                                 std::to_string(sg.last - 1));
+      record_step(rep, p, pos, loss, lr, fd.stats().staging_bytes);
       if (opt_.checkpoint_every > 0 && (s + 1) % opt_.checkpoint_every == 0 && s + 1 < planned) {
         rep.planned_steps = planned;
         rep.seconds += vt.seconds();
@@ -559,23 +554,53 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
     }
     const auto ps = fd.stats();
     rep.stall_seconds += ps.stall_seconds - stall;
-    staging = ps.staging_bytes;
+    rep.staging_bytes = ps.staging_bytes;
+    rep.compute_bytes = seg.resident_bytes() + 3 * fd.sets() * sf_->feature_bytes();
   }
   rep.planned_steps = planned;
   rep.seconds += vt.seconds();
-  rep.compute_bytes = seg.resident_bytes() + 3 * feature_sets * sf_->feature_bytes();
-  rep.staging_bytes = staging;
-  rep.tracker_bytes = memory().peak(ct) - base;
+  finish_visit(rep, seg, p, pos, order, difficulty, base);
+}
+
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::record_step(const visit_report& rep, std::size_t p, index_t pos,
+                                                           double loss, double lr, std::size_t staging) {
+  const bool secs = opt_.total.unit == budget_unit::seconds;
+  ++res_.segment_steps;
+  ++steps_this_process_;
+  res_.tokens += B_ * T_;
+  metrics_.write({{"global_step", res_.segment_steps},
+                  {"phase", p},
+                  {"position", pos},
+                  {"first", rep.first},
+                  {"last", rep.last},
+                  {"step", rep.steps},
+                  {"loss", loss},
+                  {"student_fraction", rep.student_fraction_last},
+                  {"lr", lr},
+                  {"seconds", elapsed()},
+                  {"memory", memory_sample(staging)}});
+  if (bar_)
+    bar_->update(secs ? static_cast<long>(elapsed()) : res_.segment_steps,
+                 "phase " + std::to_string(p) + " layers " + std::to_string(rep.first) + "-" + std::to_string(rep.last - 1));
+}
+
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::finish_visit(visit_report& rep, segment_trainer<Backend, loss_type>& seg,
+                                                            std::size_t p, index_t pos, const std::vector<index_t>& order,
+                                                            const std::vector<double>& difficulty, std::size_t base) {
+  const bool secs = opt_.total.unit == budget_unit::seconds;
+  rep.tracker_bytes = memory().peak(Backend::memory_tier) - base;
   res_.step_seconds += rep.seconds;
   res_.stall_seconds += rep.stall_seconds;
   res_.peak_compute_bytes = std::max(res_.peak_compute_bytes, rep.compute_bytes);
-  peak_staging_ = std::max(peak_staging_, staging);
+  peak_staging_ = std::max(peak_staging_, rep.staging_bytes);
   if (secs && elapsed() >= layerwise_seconds()) layerwise_spent_ = true;
-  if (secs && rep.steps < planned) res_.budget_exhausted = true;
+  if (secs && rep.steps < rep.planned_steps) res_.budget_exhausted = true;
 
   if (rep.steps > 0) {  // a visit cut before its first step changed nothing
     seg.write_back(st_.layout, st_.params);
-    sf_->trained(sg.first, sg.last);  // the features above the segment are stale now
+    sf_->trained(rep.first, rep.last);  // the features above the segment are stale now
   }
   res_.visits.push_back(rep);
   partial_ = nlohmann::json();
