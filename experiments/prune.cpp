@@ -51,13 +51,15 @@ void with_criterion(const std::string& name, std::uint64_t seed, F&& f) {
   if (name == "magnitude_l1") return f(pp::magnitude_l1{});
   if (name == "magnitude_l2") return f(pp::magnitude_l2{});
   if (name == "wanda_sp") return f(pp::wanda_sp{});
+  if (name == "wanda_sp_in_out") return f(pp::wanda_sp_in_out{});
   if (name == "flap") return f(pp::flap{});
+  if (name == "flap_pooled") return f(pp::flap_pooled{});
   if (name == "taylor") return f(pp::taylor{});
   if (name == "activation") return f(pp::activation{});
   if (name == "block_influence") return f(pp::block_influence{});
   fail("prune: criterion '", name,
-       "' is unknown (expected random, magnitude_l1, magnitude_l2, wanda_sp, flap, taylor, activation, block_influence or "
-       "layer_collapse)");
+       "' is unknown (expected random, magnitude_l1, magnitude_l2, wanda_sp, wanda_sp_in_out, flap, flap_pooled, taylor, "
+       "activation, block_influence or layer_collapse)");
 }
 
 nlohmann::ordered_json widths(const model::model_config& cfg) {
@@ -79,14 +81,15 @@ int main(int argc, char** argv) {
   CLI::App app{"lwcl prune: structured pruning of a checkpoint (no recovery), with a JSON summary"};
   std::string model_dir, data_dir = "data/prepared", out, criterion = "wanda_sp", gran = "heads_and_ffn", head_mode = "kv_groups";
   double ratio = 0.5, param_ratio = -1, threshold = 0.9;
-  bool global = false, no_compensation = false;
+  bool global = false, joint = false, no_compensation = false;
   int calib_batches = 8, batch = 8, seq = 0, eval_tokens = 32768;
   std::uint64_t seed = 0;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, model.safetensors, tokenizer)")->required();
   app.add_option("--data", data_dir, "prepared data (train.bin for calibration, validation.bin for perplexity)");
   app.add_option("--out", out, "output folder (default runs/prune_<criterion>_<granularity>_<ratio>)");
   app.add_option("--criterion", criterion,
-                 "random, magnitude_l1, magnitude_l2, wanda_sp, flap, taylor, activation, block_influence, layer_collapse");
+                 "random, magnitude_l1, magnitude_l2, wanda_sp, wanda_sp_in_out, flap, flap_pooled, taylor, activation, "
+                 "block_influence, layer_collapse");
   app.add_option("--granularity", gran, "heads, ffn, heads_and_ffn or layers")
       ->check(CLI::IsMember({"heads", "ffn", "heads_and_ffn", "layers"}));
   app.add_option("--ratio", ratio, "fraction of the groups removed (layer_collapse: of the layers)");
@@ -94,6 +97,8 @@ int main(int argc, char** argv) {
                  "instead of --ratio: remove this fraction of all parameters (the group ratio is searched for)")
       ->check(CLI::Range(0.0, 0.99));
   app.add_flag("--global", global, "rank groups across layers (adaptive widths) instead of the same ratio per layer");
+  app.add_flag("--joint", joint, "with --global: rank KV groups and FFN channels together, weighted by the parameters "
+               "each removes (FLAP's adaptive structure; --ratio is then the fraction of their parameters removed)");
   app.add_option("--head-mode", head_mode, "kv_groups (whole GQA groups) or query_heads (equal heads kept per group)")
       ->check(CLI::IsMember({"kv_groups", "query_heads"}));
   app.add_flag("--no-bias-compensation", no_compensation, "FLAP without folding removed channels' means into biases");
@@ -126,12 +131,13 @@ int main(int argc, char** argv) {
 
     std::printf("prune: %s (%lld layers, %lld parameters), criterion %s, granularity %s, ratio %.2f%s\n", model_dir.c_str(),
                 static_cast<long long>(cfg.n_layers()), static_cast<long long>(teacher.num_parameters()), criterion.c_str(),
-                gran.c_str(), ratio, global ? ", global ranking" : "");
+                gran.c_str(), ratio, joint ? ", joint global ranking" : global ? ", global ranking" : "");
     const auto before = ppl(teacher);
     std::printf("before: perplexity %.3f (%s)\n", before.perplexity(), before.protocol().c_str());
 
     nlohmann::ordered_json summary = {{"model", model_dir}, {"criterion", criterion}, {"granularity", gran},
-                                      {"ratio", ratio},      {"global", global},       {"calibration_tokens", 0}};
+                                      {"ratio", ratio},      {"global", global},       {"joint", joint},
+                                      {"calibration_tokens", 0}};
     timer clock;
     std::unique_ptr<net_t> student;
     std::vector<index_t> kept;  // the teacher layers the student's layers start from
@@ -173,12 +179,13 @@ int main(int argc, char** argv) {
       a.gran = prune::parse_granularity(gran);
       a.ratio = ratio;
       a.global = global;
+      a.joint = joint;
       a.heads = head_mode == "query_heads" ? prune::head_mode::query_heads : prune::head_mode::kv_groups;
       a.validate();
       with_criterion(criterion, seed, [&](auto policy) {
         using P = decltype(policy);
         std::optional<prune::calibration_stats> stats;
-        if (P::needs_statistics || criterion == "flap")
+        if (P::needs_statistics || criterion == "flap" || criterion == "flap_pooled")
           stats = prune::collect_statistics(teacher, loader, batch, T, calib_batches);
         auto in = prune::make_scoring_input(teacher, stats);
         if constexpr (P::needs_gradients) in.gradients = prune::collect_local_gradients(teacher, loader, batch, T, calib_batches);
@@ -195,7 +202,8 @@ int main(int argc, char** argv) {
             try {
               trial = prune::allocate(be, cfg, scores, a);
             } catch (const lwcl::error&) {
-              break;  // higher ratios empty a layer
+              if (step == 0) throw;  // not a ratio too high: the criterion and allocation do not go together
+              break;                 // higher ratios empty a layer
             }
             const double removed = 1.0 - static_cast<double>(prune::model_parameters(prune::pruned_config(cfg, trial))) / total;
             if (std::abs(removed - param_ratio) < best_gap) {
@@ -211,7 +219,7 @@ int main(int argc, char** argv) {
         const auto plan = prune::allocate(be, cfg, scores, a);
         for (index_t l = 0; l < cfg.n_layers(); ++l)
           if (!plan.layers[static_cast<std::size_t>(l)].removed) kept.push_back(l);
-        if (criterion == "flap" && !no_compensation) {
+        if ((criterion == "flap" || criterion == "flap_pooled") && !no_compensation) {
           prune::bias_compensation comp;
           for (const auto& m : pp::flap::channel_means(in)) {
             comp.attn_mean.push_back(m.attn);

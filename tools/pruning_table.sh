@@ -17,7 +17,9 @@ runs=(
   "magnitude_l1|heads_and_ffn|"
   "magnitude_l2|heads_and_ffn|"
   "wanda_sp|heads_and_ffn|"
-  "flap|heads_and_ffn|--global"
+  "wanda_sp_in_out|heads_and_ffn|"
+  "flap|heads_and_ffn|--global --joint"
+  "flap_pooled|heads_and_ffn|--global"
   "taylor|heads_and_ffn|"
   "activation|heads_and_ffn|"
   "block_influence|layers|"
@@ -46,7 +48,8 @@ for name in sorted(os.listdir(out)):
     crit, p = name.rsplit("_", 1)
     rows.setdefault(crit, {})[p] = s
     proto, before = s["perplexity_protocol"], s["perplexity_before"]
-order = ["random", "magnitude_l1", "magnitude_l2", "wanda_sp", "flap", "taylor", "activation", "block_influence", "layer_collapse"]
+order = ["random", "magnitude_l1", "magnitude_l2", "wanda_sp", "wanda_sp_in_out", "flap", "flap_pooled", "taylor", "activation",
+         "block_influence", "layer_collapse"]
 print("teacher perplexity %.2f (%s)\n" % (before, proto))
 print("| criterion | granularity | 20%: ppl (params removed) | 35% | 50% | calibration tokens/s |")
 print("|---|---|---:|---:|---:|---:|")

@@ -35,7 +35,7 @@ run() {  # name, prune arguments...
   "$build/experiments/eval_model" "$work/$name/model" "$src/README.md" --seq-len 32 | grep '^perplexity ' >/dev/null  # reads all: grep -q could end the pipe early (SIGPIPE under pipefail)
 }
 run wanda --criterion wanda_sp --ratio 0.5
-run flap --criterion flap --global --param-ratio 0.3
+run flap --criterion flap --global --joint --param-ratio 0.3
 run taylor --criterion taylor --granularity heads --head-mode query_heads --ratio 0.5
 run bi --criterion block_influence --granularity layers --ratio 0.5
 run laco --criterion layer_collapse --threshold -1 --ratio 0.25
@@ -45,6 +45,12 @@ python3 - "$work/wanda/summary.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert all(l == {"n_heads": 4, "n_kv_heads": 1, "ffn": 48} for l in s["layers_after"]), s["layers_after"]
+PY
+# FLAP as published: the joint ranking, recorded, with bias compensation.
+python3 - "$work/flap/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["joint"] is True and s["global"] is True and s["bias_compensation"] is True, s
 PY
 # query_heads mode keeps both KV groups with 2 query heads each.
 python3 - "$work/taylor/summary.json" <<'PY'
@@ -66,6 +72,8 @@ expect_error() {  # message, prune arguments...
 expect_error "is outside \[0, 1)" --criterion magnitude_l1 --ratio 1.0
 expect_error "would leave layer 0 with no KV group" --criterion magnitude_l1 --ratio 0.8
 expect_error "criterion 'nope' is unknown" --criterion nope
+expect_error "block_influence scores whole layers only" --criterion block_influence --ratio 0.5
+expect_error "needs the global allocation" --criterion flap --joint --ratio 0.3
 # An unsupported family (an encoder checkpoint).
 if "$build/experiments/prune" --model "$src/tests/data/hf/bert" --data "$work/data" --out "$work/bad" >"$work/bad.log" 2>&1; then
   echo "prune_program: pruning a bert checkpoint should fail" >&2

@@ -1,4 +1,4 @@
-// Allocation (prune/allocate.hpp): uniform and global rankings pick the lowest-scored groups, GQA
+// Allocation (prune/allocate.hpp): uniform, global and joint rankings pick the lowest-scored groups, GQA
 // groups go whole or keep equal query heads per group, guards keep every layer usable, and bad
 // ratios are refused with lwcl::error. allocate(be, ...) ranks with the backend's rank_descending when
 // it has one and gives the plan of the host ranking.
@@ -159,6 +159,47 @@ TEST_CASE("global allocation ranks across layers and keeps one group per layer")
   prune::validate_plan(cfg, p);
   CHECK(p.layers[0].kv_heads.size() == 1);
   CHECK(p.layers[1].kv_heads.size() == 1);
+}
+
+TEST_CASE("the joint allocation ranks KV groups and FFN channels together, weighted by the parameters each removes") {
+  const auto cfg = gqa();  // llama, C = 32, D = 4, 4 query heads per KV group
+  const auto cost = prune::group_costs_of(cfg, cfg.layers[0]);
+  CHECK(cost.kv_group == (2 * 4 + 2) * 4 * 32);  // 4 q rows and 4 o columns of 4 x 32, a k and a v block
+  CHECK(cost.ffn_channel == 3 * 32);             // gate row, up row, down column
+  prune::allocation a;
+  a.global = a.joint = true;
+  // Ranked: 6 (L1 ffn 2), 5 (L1 kv 0), 5 (L1 ffn 1), 4 (L1 ffn 0), 2 (L0 kv 1), 1 (L0 kv 0), 0.9 (L0 ffn 2),
+  // 0.8 (L0 ffn 5), ...; cumulative 96, 1376, 1472, 1568, 2848, 4128, 4224, 4320, 5600, ... of 6272.
+  // At ratio 0.3 the target is 4390.4, nearest at 0.8 (4320): the seven groups ranked above it stay.
+  a.ratio = 0.3;
+  auto p = prune::allocate(cfg, scores_for(cfg), a);
+  CHECK(p.layers[0].kv_heads == std::vector<index_t>{0, 1});
+  CHECK(p.layers[0].ffn == std::vector<index_t>{2});
+  CHECK(p.layers[1].kv_heads == std::vector<index_t>{0});
+  CHECK(p.layers[1].heads == std::vector<index_t>{0, 1, 2, 3});
+  CHECK(p.layers[1].ffn == std::vector<index_t>{0, 1, 2});
+  // At 0.9 (target 627.2) the nearest is the first group: nothing ranks above it, and the guards give
+  // each layer back its best KV group and FFN channel.
+  a.ratio = 0.9;
+  p = prune::allocate(cfg, scores_for(cfg), a);
+  prune::validate_plan(cfg, p);
+  CHECK(p.layers[0].kv_heads == std::vector<index_t>{1});
+  CHECK(p.layers[0].ffn == std::vector<index_t>{2});
+  CHECK(p.layers[1].kv_heads == std::vector<index_t>{0});
+  CHECK(p.layers[1].ffn == std::vector<index_t>{2});
+  a.ratio = 0;
+  p = prune::allocate(cfg, scores_for(cfg), a);
+  CHECK(p.layers[0].ffn.size() == 6);
+  CHECK(p.layers[1].kv_heads.size() == 2);
+  // The joint ranking is a global one over heads and FFN channels together.
+  a.ratio = 0.3;
+  a.global = false;
+  CHECK_THROWS_WITH_AS(prune::allocate(cfg, scores_for(cfg), a), doctest::Contains("needs the global allocation"),
+                       lwcl::error);
+  a.global = true;
+  a.gran = prune::granularity::ffn;
+  CHECK_THROWS_WITH_AS(prune::allocate(cfg, scores_for(cfg), a), doctest::Contains("granularity heads_and_ffn, got global and ffn"),
+                       lwcl::error);
 }
 
 TEST_CASE("layer granularity removes the lowest-scored layers") {

@@ -1,4 +1,4 @@
-// Calibration statistics and the six structured-pruning criteria against an independent oracle:
+// Calibration statistics and the structured-pruning criteria against an independent oracle:
 // transformers runs the tiny gpt2 and llama (GQA) checkpoints in float64 with forward hooks, and NumPy
 // recomputes every statistic and score (tools/fixtures/prune_scores.py). Also: random scores are
 // deterministic per seed; bad input (foreign statistics, no tokens, ids outside the vocabulary) throws.
@@ -21,6 +21,7 @@
 #include "lwcl/policies/pruning/magnitude.hpp"
 #include "lwcl/policies/pruning/random.hpp"
 #include "lwcl/policies/pruning/wanda_sp.hpp"
+#include "lwcl/prune/allocate.hpp"
 #include "lwcl/prune/stats.hpp"
 #include "support/check.hpp"
 #include "support/fixture.hpp"
@@ -144,8 +145,8 @@ TEST_CASE("every criterion's scores equal the NumPy oracle's") {
       // f64: rounding only. f32: activations rounded to float (the weights were saved in float32, so
       // magnitude is exact either way); FLAP's variances are the most sensitive.
       const double bound = t == dtype::f64 ? 1e-9 : 1e-5;
-      const std::tuple criteria{pp::magnitude_l1{}, pp::magnitude_l2{}, pp::wanda_sp{}, pp::flap{}, pp::activation{},
-                                pp::block_influence{}};
+      const std::tuple criteria{pp::magnitude_l1{}, pp::magnitude_l2{}, pp::wanda_sp{}, pp::wanda_sp_in_out{},
+                                pp::flap{},         pp::flap_pooled{},   pp::activation{}, pp::block_influence{}};
       std::apply(
           [&](const auto&... c) {
             (
@@ -157,12 +158,61 @@ TEST_CASE("every criterion's scores equal the NumPy oracle's") {
                 ...);
           },
           criteria);
+      // The authors' code squares the attention channels' fluctuations before standardising.
+      const double sq = scores_error(policies::score_groups(pp::flap{.square_head_channels = true}, in), m.fx, "flap_squared");
+      MESSAGE(family, " ", dtype_name(t), " flap (squared head channels): ", sq);
+      CHECK(sq < bound);
       for (const char* name : {"random_a", "random_b"}) {
         const pp::random r{static_cast<std::uint64_t>(m.fx.ints(std::string(name) + ".seed")[0])};
         CHECK(scores_error(policies::score_groups(r, in), m.fx, name) == 0.0);
       }
     }
   }
+}
+
+TEST_CASE("FLAP's joint allocation keeps the heads and FFN channels the oracle's adaptive structure search keeps") {
+  for (const std::string family : {"gpt2", "llama"}) {
+    CAPTURE(family);
+    const loaded m(family, dtype::f64);
+    const auto scores = policies::score_groups(pp::flap{}, prune::make_scoring_input(m.net, m.stats));
+    for (const int percent : {20, 50}) {
+      CAPTURE(percent);
+      prune::allocation a;
+      a.global = a.joint = true;
+      a.ratio = percent / 100.0;
+      const auto plan = prune::allocate(m.net.config(), scores, a);
+      std::size_t kept_kv = 0, kept_ffn = 0, kv = 0, ffn = 0;
+      for (std::size_t l = 0; l < plan.layers.size(); ++l) {
+        const std::string p = "plan.flap.r" + std::to_string(percent) + ".l" + std::to_string(l) + ".";
+        const auto want_kv = m.fx.ints(p + "kv_keep"), want_ffn = m.fx.ints(p + "ffn_keep");
+        CHECK(plan.layers[l].kv_heads == std::vector<index_t>(want_kv.begin(), want_kv.end()));
+        CHECK(plan.layers[l].ffn == std::vector<index_t>(want_ffn.begin(), want_ffn.end()));
+        kept_kv += plan.layers[l].kv_heads.size();
+        kept_ffn += plan.layers[l].ffn.size();
+        kv += static_cast<std::size_t>(m.net.config().layers[l].n_kv_heads);
+        ffn += static_cast<std::size_t>(m.net.config().layers[l].ffn);
+      }
+      MESSAGE(family, " ratio ", percent, "%: kept ", kept_kv, " of ", kv, " KV groups, ", kept_ffn, " of ", ffn,
+              " FFN channels");
+      CHECK(kept_ffn < ffn);  // the plan removes something
+    }
+  }
+}
+
+TEST_CASE("block influence scores whole layers: any other granularity is refused") {
+  const loaded m("llama", dtype::f64);
+  const auto scores = policies::score_groups(pp::block_influence{}, prune::make_scoring_input(m.net, m.stats));
+  prune::allocation a;
+  a.ratio = 0.5;
+  for (auto g : {prune::granularity::heads, prune::granularity::ffn, prune::granularity::heads_and_ffn}) {
+    a.gran = g;
+    CHECK_THROWS_WITH_AS(prune::allocate(m.net.config(), scores, a),
+                         doctest::Contains("block_influence scores whole layers only"), lwcl::error);
+  }
+  a.gran = prune::granularity::layers;
+  const auto plan = prune::allocate(m.net.config(), scores, a);
+  REQUIRE(plan.layers.size() == 2);
+  CHECK(plan.layers[0].removed != plan.layers[1].removed);  // one of the two layers goes
 }
 
 TEST_CASE("FLAP exposes each output-projection input channel's calibration mean") {
@@ -223,7 +273,9 @@ TEST_CASE("criteria fill every group of a heterogeneous model, with or without s
   };
   sizes_ok(policies::score_groups(pp::magnitude_l2{}, in));
   sizes_ok(policies::score_groups(pp::wanda_sp{}, in));
+  sizes_ok(policies::score_groups(pp::wanda_sp_in_out{}, in));
   sizes_ok(policies::score_groups(pp::flap{}, in));
+  sizes_ok(policies::score_groups(pp::flap_pooled{}, in));
   sizes_ok(policies::score_groups(pp::activation{}, in));
   sizes_ok(policies::score_groups(pp::block_influence{}, in));
   // Block influence copies its layer score to every group of the layer.

@@ -1,14 +1,17 @@
 #pragma once
 // Allocation: turns a criterion's group scores into a prune_plan. Uniform removes the same fraction of
-// groups from every layer; global ranks the groups of all layers together (adaptive widths, as FLAP
-// does with its standardised scores), with guards that keep at least one KV group (with its query
-// heads) and one FFN channel in every layer. Whole layers are removed by their layer scores.
+// groups from every layer; global ranks the groups of all layers together, each structure type on its
+// own (adaptive widths); joint ranks KV groups and FFN channels of all layers in one list, each weighted
+// by the parameters its removal takes (FLAP's adaptive structure search). Guards keep at least one KV
+// group (with its query heads) and one FFN channel in every layer. Whole layers are removed by their
+// layer scores.
 // Every ranking goes through one ranker: std::stable_sort on the host, or the backend's
 // rank_descending (a stable device radix sort on backend::cuda) when allocate is given such a backend;
 // both order by descending score with ties by ascending index, so the plans are identical.
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -27,6 +30,9 @@ struct allocation {
   granularity gran = granularity::heads_and_ffn;
   double ratio = 0.5;  // fraction of the chosen groups removed: KV groups or query heads, FFN channels, layers
   bool global = false;
+  // With global and heads_and_ffn: KV groups and FFN channels in one ranking, weighted by parameter cost;
+  // ratio is then the fraction of their parameters removed.
+  bool joint = false;
   head_mode heads = head_mode::kv_groups;
 
   void validate() const {
@@ -34,8 +40,23 @@ struct allocation {
           " is outside [0, 1) (the fraction of groups to remove)");
     check(!(global && heads == head_mode::query_heads), "prune allocation: a global ranking removes whole KV groups; "
           "query_heads mode needs the uniform allocation");
+    check(!joint || (global && gran == granularity::heads_and_ffn), "prune allocation: the joint ranking of heads and "
+          "FFN channels needs the global allocation and granularity heads_and_ffn, got ", global ? "global" : "uniform",
+          " and ", granularity_name(gran));
   }
 };
+
+// Parameters a layer loses with one of its KV groups (its query heads included) and with one FFN
+// channel, as layer_parameters counts them (weights and biases).
+struct group_costs {
+  index_t kv_group = 0, ffn_channel = 0;
+};
+inline group_costs group_costs_of(const model::model_config& cfg, const model::layer_config& L) {
+  const index_t r = L.n_heads / L.n_kv_heads;
+  const index_t whole = layer_parameters(cfg, L);
+  return {whole - layer_parameters(cfg, {L.n_heads - r, L.n_kv_heads - 1, L.ffn}),
+          whole - layer_parameters(cfg, {L.n_heads, L.n_kv_heads, L.ffn - 1})};
+}
 
 namespace detail {
 
@@ -75,12 +96,83 @@ inline std::vector<index_t> heads_of_groups(const std::vector<index_t>& groups, 
 }
 
 // allocate() with the rankings done by `rank` (see host_rank).
+// The joint ranking (FLAP's rule): every layer's KV groups, then every layer's FFN channels, ranked by
+// descending score; walking down the ranking, the cumulative parameter cost is nearest (1 - ratio) of
+// the total at some rank i, and the groups ranked above i are kept (the authors keep the scores strictly
+// above the score at i). Then every layer left without a KV group or an FFN channel gets back its best.
+template <class Rank>
+prune_plan allocate_joint(const Rank& rank, const model::model_config& cfg, const group_scores& scores, double ratio) {
+  prune_plan plan = keep_all(cfg);
+  if (ratio == 0) return plan;
+  struct item {
+    std::size_t layer;
+    index_t idx;
+    bool head;
+    double cost;
+  };
+  std::vector<item> all;
+  std::vector<double> key;
+  const std::size_t L = cfg.layers.size();
+  for (int head = 1; head >= 0; --head)
+    for (std::size_t l = 0; l < L; ++l) {
+      const auto cost = group_costs_of(cfg, cfg.layers[l]);
+      const auto& s = head ? scores.layers[l].kv_groups : scores.layers[l].ffn;
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        check(std::isfinite(s[i]), "prune allocation: layer ", l, " has a non-finite ", head ? "KV-group" : "FFN-channel",
+              " score");
+        all.push_back({l, static_cast<index_t>(i), head == 1, static_cast<double>(head ? cost.kv_group : cost.ffn_channel)});
+        key.push_back(s[i]);
+      }
+    }
+  std::vector<index_t> order(all.size());
+  rank(order.data(), key.data(), static_cast<index_t>(all.size()));
+  double total = 0;
+  for (const auto& it : all) total += it.cost;
+  const double target = (1 - ratio) * total;
+  double cum = 0, best_gap = std::numeric_limits<double>::infinity();
+  std::size_t cut = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    cum += all[static_cast<std::size_t>(order[i])].cost;
+    if (const double gap = std::abs(cum - target); gap < best_gap) {
+      best_gap = gap;
+      cut = i;
+    }
+  }
+  std::vector<std::vector<index_t>> kv(L), ffn(L);
+  for (std::size_t i = 0; i < cut; ++i) {
+    const item& it = all[static_cast<std::size_t>(order[i])];
+    (it.head ? kv : ffn)[it.layer].push_back(it.idx);
+  }
+  for (std::size_t l = 0; l < L; ++l) {  // guards: the layer's best of each, first in the ranking
+    for (int head = 1; head >= 0; --head) {
+      auto& kept = head ? kv[l] : ffn[l];
+      if (!kept.empty()) continue;
+      for (const index_t o : order) {
+        const item& it = all[static_cast<std::size_t>(o)];
+        if (it.layer == l && it.head == (head == 1)) {
+          kept.push_back(it.idx);
+          break;
+        }
+      }
+    }
+    std::sort(kv[l].begin(), kv[l].end());
+    std::sort(ffn[l].begin(), ffn[l].end());
+    plan.layers[l].kv_heads = kv[l];
+    plan.layers[l].heads = heads_of_groups(kv[l], cfg.layers[l].n_heads / cfg.layers[l].n_kv_heads);
+    plan.layers[l].ffn = ffn[l];
+  }
+  return plan;
+}
+
 template <class Rank>
 prune_plan allocate_ranked(const Rank& rank, const model::model_config& cfg, const group_scores& scores,
                            const allocation& a) {
   a.validate();
   check(scores.layers.size() == cfg.layers.size(), "prune allocation: scores cover ", scores.layers.size(),
         " layers, the model has ", cfg.layers.size());
+  check(!scores.layers_only || a.gran == granularity::layers, "prune allocation: ", scores.criterion,
+        " scores whole layers only (each head and FFN channel carries its layer's score); use granularity layers, not ",
+        granularity_name(a.gran));
   prune_plan plan = keep_all(cfg);
   const bool do_heads = a.gran == granularity::heads || a.gran == granularity::heads_and_ffn;
   const bool do_ffn = a.gran == granularity::ffn || a.gran == granularity::heads_and_ffn;
@@ -137,6 +229,8 @@ prune_plan allocate_ranked(const Rank& rank, const model::model_config& cfg, con
     }
     return plan;
   }
+
+  if (a.joint) return allocate_joint(rank, cfg, scores, a.ratio);
 
   // Global: pool each structure type over the layers and remove the lowest-scored fraction, skipping a
   // group whose removal would empty its layer.

@@ -41,6 +41,9 @@ struct layer_scores {
 struct group_scores {
   std::string criterion;
   std::vector<layer_scores> layers;
+  // The criterion scores whole layers only (every group of a layer carries the layer's score), so an
+  // allocation refuses any granularity but layers.
+  bool layers_only = false;
 };
 
 // Which groups of one layer survive. Query heads are listed by their original index; under GQA the

@@ -38,11 +38,16 @@ struct channel_stats {
     const double m = mean(j);
     return std::max(0.0, sum_sq[at(j)] / static_cast<double>(count) - m * m);
   }
+  // Sample variance, the population variance times N / (N - 1) (the population variance for N = 1).
+  double sample_variance(index_t j) const {
+    return count > 1 ? variance(j) * static_cast<double>(count) / static_cast<double>(count - 1) : variance(j);
+  }
   double mean_abs(index_t j) const { return sum_abs[at(j)] / static_cast<double>(count); }
 
   std::vector<double> l2_norms() const { return each(&channel_stats::l2_norm); }
   std::vector<double> means() const { return each(&channel_stats::mean); }
   std::vector<double> variances() const { return each(&channel_stats::variance); }
+  std::vector<double> sample_variances() const { return each(&channel_stats::sample_variance); }
   std::vector<double> mean_abs_values() const { return each(&channel_stats::mean_abs); }
 
  private:
