@@ -61,7 +61,7 @@ for c in order:
         s = rows[c].get(p)
         cells.append("%.2f (%.1f%%)" % (s["perplexity_after"], 100 * s["parameters_removed_fraction"]) if s else "-")
     s = next(iter(rows[c].values()))
-    gran = s["granularity"] + (", global" if s.get("global") else "")
+    gran = s["granularity"] + (", joint" if s.get("joint") else ", global" if s.get("global") else "")
     tps = s["calibration_tokens_per_second"]
     print("| %s | %s | %s | %s |" % (c, gran, " | ".join(cells), "%.0f" % tps if tps > 0 else "- (weights only)"))
 PY
