@@ -55,6 +55,11 @@ def load(run):
         if name != "teacher":
             assert len(m["cumulative_error"]) == 4, (run, name)
             os.path.isdir(os.path.join(d, name)) or name == "pruned" or sys.exit(f"{run}: no run folder {name}")
+        if name not in ("teacher", "pruned"):
+            # Memory from the tracker: the whole run holds at least what training held, and the process
+            # at least that (its resident set also holds the program, the data and the cache).
+            assert m["run_peak_compute_bytes"] >= m["peak_compute_bytes"] > 0, (run, name, m)
+            assert m["peak_resident_bytes"] > m["run_peak_compute_bytes"], (run, name, m)
     # config.json: the options as given, and the budget parsed
     assert cfg["batch"] == 4 and cfg["seq"] == 32 and cfg["criterion"] == "wanda_sp", (run, cfg)
     assert rep["val_protocol"].startswith("split=validation seq_len=32 stride=32 tokens="), rep["val_protocol"]

@@ -8,9 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/rng.hpp"
@@ -72,8 +75,13 @@ struct setup {
     prune::detail::set_host_params(*t, teacher_params);
     return t;
   }
+  // What the pipeline loads: the teacher built frozen, as the programs load it (no gradient buffer).
   auto source() {
-    return [this] { return teacher(); };
+    return [this] {
+      auto t = std::make_unique<net_t>(be, cfg, type, model::frozen);
+      prune::detail::set_host_params(*t, teacher_params);
+      return t;
+    };
   }
   distill::student_state pruned() const { return distill::student_state::of(*student); }
 
@@ -360,6 +368,33 @@ TEST_CASE("pipeline: recovery lowers the held-out KL; the tracker's peak in ever
   CHECK(r.visits[4].inputs == "student_inputs");
   // One layer resident: far less than the student with gradients and AdamW moments.
   CHECK(r.peak_compute_bytes < 4 * student.params.size() * sizeof(float));
+
+  // No teacher byte is resident while a segment trains: at every step the tracker's compute bytes
+  // (cache and staging left out) are the visit's declared bytes plus what this test holds (the pruned
+  // student), and nothing else.
+  const std::size_t held = su.student->resident_bytes();
+  std::ifstream metrics(su.dir / "run" / "metrics.jsonl");
+  std::string line;
+  long steps_seen = 0;
+  while (std::getline(metrics, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("global_step")) continue;
+    const auto& v = r.visits[static_cast<std::size_t>(steps_seen / 40)];
+    CHECK(j.at("first").get<index_t>() == v.first);
+    CHECK(j.at("memory").at("compute").get<std::size_t>() == v.compute_bytes + held);
+    ++steps_seen;
+  }
+  CHECK(steps_seen == 320);
+  // The whole run's compute peak includes the teacher pass: the teacher resident, frozen (no gradient
+  // buffer), beside the test's student.
+  const std::size_t teacher_bytes = su.teacher()->params().bytes();
+  MESSAGE("compute peak: segments ", r.peak_compute_bytes, " B, whole run ", r.run_peak_compute_bytes, " B (teacher ",
+          teacher_bytes, " B, held by the test ", held, " B); total with the cache ", r.run_peak_total_bytes,
+          " B; peak resident set ", r.peak_resident_bytes, " B");
+  CHECK(r.run_peak_compute_bytes >= teacher_bytes + held);
+  CHECK(r.run_peak_compute_bytes < 2 * teacher_bytes + held);
+  CHECK(r.run_peak_total_bytes >= r.run_peak_compute_bytes + r.cache.store.peak_stored_bytes);
+  CHECK(r.peak_resident_bytes > r.run_peak_total_bytes);
   CHECK(r.cache.store.peak_stored_bytes > 0);
   CHECK_FALSE(r.budget_exhausted);
   for (const char* f : {"config.json", "metrics.jsonl", "report.json", "loss_curves.png", "memory.png", "cumulative_error.png"}) {

@@ -1,6 +1,7 @@
 // End-to-end KD, the baseline of layer-wise recovery: transformer::backward_logits (with and without a
 // hidden-state gradient) against finite differences, KD (with and without a hidden MSE term) bringing
-// the student's logits closer to the teacher's on held-out tokens, budgets and bad input.
+// the student's logits closer to the teacher's on held-out tokens, its tracker-measured peak equal to the
+// buffers it declares (frozen teacher or not), a frozen model's forward, budgets and bad input.
 // Layer-wise recovery is tested in test_pipeline.cpp.
 #include <doctest/doctest.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "lwcl/backend/host/host.hpp"
+#include "lwcl/core/memory.hpp"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/prune/surgery.hpp"
@@ -129,6 +131,60 @@ TEST_CASE("end-to-end KD moves the pruned student towards the teacher; a hidden-
     CHECK(kr.loss_last < kr.loss_first);
     // Teacher and student both resident: at least both models' parameters, plus the student's gradients and moments.
     CHECK(kr.peak_compute_bytes > (su.teacher->params().bytes() + 4 * kd_student->params().bytes()));
+  }
+}
+
+TEST_CASE("infer_logits gives forward_logits' logits and h_L bitwise, keeping nothing for backward; a frozen model "
+          "runs forward only") {
+  setup su;
+  const index_t B = 2, T = 8, V = su.cfg.vocab, C = su.cfg.d_model;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(B * T));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 11 + 5) % 48);
+  const tensor tok(ids.data(), {B, T});
+  std::vector<double> want(static_cast<std::size_t>(B * T * V)), got(want.size()), hidden(static_cast<std::size_t>(B * T * C));
+  const tensor l = su.teacher->forward_logits(tok);
+  std::copy_n(static_cast<const double*>(l.data), want.size(), want.begin());
+  const std::vector<double> want_h(static_cast<const double*>(su.teacher->last_hidden().data),
+                                   static_cast<const double*>(su.teacher->last_hidden().data) + hidden.size());
+  net_t fresh(su.be, su.cfg, dtype::f64);
+  test::init_scaled_teacher(fresh);
+  const std::size_t before = memory().current(tier::host);
+  fresh.freeze();
+  CHECK(fresh.frozen());
+  CHECK(memory().current(tier::host) == before - fresh.params().bytes());  // the gradient buffer went
+  CHECK(fresh.parameter_bytes() == fresh.params().bytes());
+  fresh.infer_logits(tok, tensor(got.data(), {B, T, V}), tensor(hidden.data(), {B, T, C}));
+  CHECK(got == want);
+  CHECK(hidden == want_h);
+  CHECK(fresh.activation_bytes() == 0);
+  CHECK(fresh.inference_bytes() > 0);
+  CHECK_THROWS_WITH_AS(fresh.forward_logits(tok), doctest::Contains("the model is frozen"), lwcl::error);
+  CHECK_THROWS_WITH_AS(fresh.infer_logits(tok, tensor(got.data(), {B, T, V - 1})), doctest::Contains("logits"), lwcl::error);
+}
+
+TEST_CASE("end-to-end KD's peak is the memory tracker's, and equals the buffers it declares, frozen teacher or not") {
+  for (const bool frozen : {false, true}) {
+    CAPTURE(frozen);
+    setup su;
+    const index_t B = 4, T = 16;
+    const data::batch_loader loader(*su.shard, B, T, 77);
+    auto kd_student = prune::apply_plan(*su.student, prune::keep_all(su.student->config()));
+    if (frozen) su.teacher->freeze();
+    for (double w : {0.0, 0.5}) {
+      CAPTURE(w);
+      distill::e2e_options eo;
+      eo.steps = 3;
+      eo.hidden_mse_weight = w;
+      eo.progress_bar = false;
+      const auto kr = distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, eo);
+      MESSAGE("frozen ", frozen, ", hidden MSE ", w, ": tracker ", kr.peak_compute_bytes, " B, declared ",
+              kr.declared_compute_bytes, " B");
+      CHECK(kr.peak_compute_bytes == kr.declared_compute_bytes);
+      // The other models held meanwhile (the pruned student) are not counted.
+      CHECK(kr.peak_compute_bytes < memory().peak_compute(tier::host));
+      const std::size_t floor = su.teacher->params().bytes() + 4 * kd_student->params().bytes();
+      CHECK(kr.peak_compute_bytes > floor + (frozen ? 0 : su.teacher->params().bytes()));
+    }
   }
 }
 

@@ -226,10 +226,10 @@ class disk_store {
     index_ = std::move(index);
     usage_ = usage;
     file_bytes_ = file_bytes;
-    memory().on_alloc(memory_tier, file_bytes_);
+    memory().on_alloc(memory_tier, file_bytes_, purpose::cache);
   }
   // The files stay (a later run reopens them); the tracker stops counting them.
-  ~disk_store() { memory().on_free(memory_tier, file_bytes_); }
+  ~disk_store() { memory().on_free(memory_tier, file_bytes_, purpose::cache); }
   disk_store(const disk_store&) = delete;
   disk_store& operator=(const disk_store&) = delete;
 
@@ -271,7 +271,7 @@ class disk_store {
     }
     usage_.add(m);
     file_bytes_ += bytes;
-    memory().on_alloc(memory_tier, bytes);
+    memory().on_alloc(memory_tier, bytes, purpose::cache);
   }
 
   std::optional<record_meta> meta(const feature_key& k) const {
@@ -382,7 +382,7 @@ class disk_store {
   void forget(const entry& e) {
     usage_.remove(e.meta);
     file_bytes_ -= e.file_bytes;
-    memory().on_free(memory_tier, e.file_bytes);
+    memory().on_free(memory_tier, e.file_bytes, purpose::cache);
   }
 
   std::filesystem::path dir_;

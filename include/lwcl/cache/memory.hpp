@@ -34,13 +34,13 @@ struct heap_memory {
     const std::size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded ? rounded : 64);
     check(p != nullptr, "heap_memory: out of memory allocating ", bytes, " bytes for cached features");
-    memory().on_alloc(memory_tier, bytes);
+    memory().on_alloc(memory_tier, bytes, purpose::cache);
     return p;
   }
   static void deallocate(void* p, std::size_t bytes) noexcept {
     if (!p) return;
     std::free(p);
-    memory().on_free(memory_tier, bytes);
+    memory().on_free(memory_tier, bytes, purpose::cache);
   }
 };
 static_assert(staging_memory<heap_memory>);

@@ -3,7 +3,9 @@
 // student both resident, the student trained on the temperature-scaled KL divergence from the
 // teacher's next-token distribution (plus, optionally, a weighted MSE between the two models' last
 // hidden states), over fresh training batches, with AdamW and global-norm clipping, under a step
-// and/or wall-clock budget.
+// and/or wall-clock budget. The teacher runs forward only (transformer::infer_logits: one block's
+// activations at a time, nothing kept for backward), as a frozen teacher under no_grad would; freeze()
+// it first to release its gradient buffer too. The peak memory is the tracker's.
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lwcl/core/memory.hpp"
 #include "lwcl/core/metrics.hpp"
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/timer.hpp"
@@ -38,7 +41,13 @@ struct e2e_options {
 struct e2e_result {
   double loss_first = 0, loss_last = 0;
   long steps = 0;
-  std::size_t peak_compute_bytes = 0;  // teacher weights and activations + student weights, gradients, moments, activations
+  // Compute memory at peak, from the memory tracker: the tracker's compute peak in the backend's tier
+  // while training, less what other objects held there when it began. declared_compute_bytes is the sum
+  // of the buffers: teacher parameters (and gradients, unless frozen) and its inference buffers; the
+  // student's parameters, gradients, AdamW moments and activations; the logits, their gradient, the
+  // loss scratch, the token buffer and the hidden-state pair.
+  std::size_t peak_compute_bytes = 0;
+  std::size_t declared_compute_bytes = 0;
   double seconds = 0;
   long tokens = 0;
   bool budget_exhausted = false;
@@ -57,6 +66,10 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   check(!hidden || teacher.config().d_model == student.config().d_model, "train_e2e_kd: a hidden-state MSE needs equal "
         "widths, the teacher has ", teacher.config().d_model, " and the student ", student.config().d_model);
   const index_t V = student.config().vocab;
+  constexpr tier ct = Backend::memory_tier;
+  const std::size_t held = teacher.resident_bytes() + student.resident_bytes();
+  const std::size_t now = memory().current_compute(ct), others = now > held ? now - held : 0;
+  memory().reset_peak(ct);
   optim::adamw_config oc;
   oc.lr = opt.lr;
   oc.weight_decay = opt.weight_decay;
@@ -90,8 +103,7 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     const tensor tokens(tok.data(), dtype::i32, {B, T});
     double loss = 0;
     try {
-      ops::copy(be, tlogits.view(), teacher.forward_logits(tokens));
-      if (hidden) ops::copy(be, thidden.view(), teacher.last_hidden());
+      teacher.infer_logits(tokens, tlogits.view(), hidden ? thidden.view() : tensor());
       const tensor slogits = student.forward_logits(tokens);
       be.fill_zero(dlogits.view().data, dlogits.view().bytes());
       loss = ops::logit_kl_loss(be, dlogits.view(), scratch.view(), slogits, tlogits.view(), opt.temperature);
@@ -116,10 +128,12 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     if (bar) bar->update(s, "kl " + std::to_string(loss).substr(0, 6));
   }
   if (bar) bar->finish();
-  const std::size_t sp = student.params().bytes();
-  res.peak_compute_bytes = teacher.params().bytes() + teacher.activation_bytes() + 4 * sp + student.activation_bytes() +
-                           tlogits.view().bytes() + dlogits.view().bytes() + scratch.view().bytes() +
-                           (hidden ? thidden.view().bytes() + dhidden.view().bytes() : 0);
+  const std::size_t tracked = memory().peak_compute(ct);
+  res.peak_compute_bytes = tracked > others ? tracked - others : 0;
+  res.declared_compute_bytes = teacher.parameter_bytes() + teacher.inference_bytes() + student.parameter_bytes() +
+                               adam.state_bytes() + student.activation_bytes() + tlogits.view().bytes() +
+                               dlogits.view().bytes() + scratch.view().bytes() + tok.bytes() +
+                               (hidden ? thidden.view().bytes() + dhidden.view().bytes() : 0);
   res.seconds = clock.seconds();
   return res;
 }

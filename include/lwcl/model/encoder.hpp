@@ -158,7 +158,7 @@ class encoder : public weights<Backend> {
     ops::embedding_forward(be_, a.et, types, param("wtt"), tensor());
     ops::add(be_, a.e, a.e, a.et);
     ops::layernorm_forward(be_, a.x0, a.ne_mean, a.ne_rstd, a.e, param("norm_emb.weight"), param("norm_emb.bias"), m.norm_eps);
-    stack_->forward(a.x0, a.xL);
+    this->stack("encoder::forward").forward(a.x0, a.xL);
     tokens_ = tokens;
     types_ = types;
     return a.xL;
@@ -171,7 +171,7 @@ class encoder : public weights<Backend> {
     auto& a = *acts_;
     ops::expect_shape("encoder::backward", "dhidden", dhidden, a.xL.shape);
     be_.fill_zero(a.dx0.data, a.dx0.bytes());
-    stack_->backward(dhidden, a.dx0);
+    this->stack("encoder::backward").backward(dhidden, a.dx0);
     be_.fill_zero(a.de.data, a.de.bytes());
     ops::layernorm_backward(be_, a.de, grad("norm_emb.weight"), grad("norm_emb.bias"), a.dx0, a.e, param("norm_emb.weight"),
                             a.ne_mean, a.ne_rstd);
@@ -191,7 +191,7 @@ class encoder : public weights<Backend> {
 
   // Bytes of activation memory held for the current (B, T).
   std::size_t activation_bytes() const {
-    return acts_ ? acts_->mem.bytes() + acts_->zero_types.view().bytes() + stack_->activation_bytes() : 0;
+    return acts_ ? acts_->mem.bytes() + acts_->zero_types.view().bytes() + (stack_ ? stack_->activation_bytes() : 0) : 0;
   }
 
  private:

@@ -4,6 +4,7 @@
 // each live in one flat buffer laid out by tensor_layout, so an optimiser steps over a single range.
 // Forward returns the mean next-token cross-entropy; backward fills the gradient buffer.
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "lwcl/model/block_stack.hpp"
 #include "lwcl/model/weights.hpp"
 #include "lwcl/ops/cross_entropy.hpp"
+#include "lwcl/ops/elementwise.hpp"
 #include "lwcl/ops/embedding.hpp"
 
 namespace lwcl::model {
@@ -30,6 +32,11 @@ inline tensor_layout model_layout(const model_config& cfg) {
   return layout;
 }
 
+// Tag of the frozen constructors: a model for forward passes only (a teacher), built without a
+// gradient buffer or saved activations (weights::freeze()).
+struct frozen_t {};
+inline constexpr frozen_t frozen{};
+
 template <class Backend>
 class transformer : public weights<Backend> {
   using base = weights<Backend>;
@@ -40,6 +47,12 @@ class transformer : public weights<Backend> {
 
   transformer(Backend& be, model_config cfg, dtype t = dtype::f32)
       : base(be, cfg, (cfg.validate(), model_layout(cfg)), t), cfg_(std::move(cfg)) {
+    check(!cfg_.traits().post_norm, "transformer: family ", family_name(cfg_.fam),
+          " is an encoder; the language-model transformer supports gpt2, llama and qwen2");
+  }
+
+  transformer(Backend& be, model_config cfg, dtype t, frozen_t)
+      : base(be, cfg, (cfg.validate(), model_layout(cfg)), t, true), cfg_(std::move(cfg)) {
     check(!cfg_.traits().post_norm, "transformer: family ", family_name(cfg_.fam),
           " is an encoder; the language-model transformer supports gpt2, llama and qwen2");
   }
@@ -56,8 +69,8 @@ class transformer : public weights<Backend> {
     ensure_acts(B, T);
     auto& a = *acts_;
     ops::embedding_forward(be_, a.x0, tokens, param("wte"), has("wpe") ? param("wpe") : tensor());
-    stack_->forward(a.x0, a.xL);
-    final_norm_forward();
+    this->stack("transformer::forward_logits").forward(a.x0, a.xL);
+    final_norm(a.xL, a.hf, a.nf_mean, a.nf_rstd);
     ops::linear_forward(be_, a.logits, a.hf, head(), tensor());
     tokens_ = tokens;
     targets_ = tensor();  // backward needs the targets of forward(tokens, targets)
@@ -112,7 +125,51 @@ class transformer : public weights<Backend> {
   }
 
   // Bytes of activation memory held for the current (B, T).
-  std::size_t activation_bytes() const { return acts_ ? acts_->mem.bytes() + stack_->activation_bytes() : 0; }
+  std::size_t activation_bytes() const { return acts_ ? acts_->mem.bytes() + (stack_ ? stack_->activation_bytes() : 0) : 0; }
+
+  // The logits of `tokens` (i32, (B, T), backend memory) into `logits` ((B, T, vocab)), keeping nothing
+  // for a backward pass: the blocks run one at a time, each through one block's activations (the
+  // forward of a frozen teacher). `hidden`, when given ((B, T, C)), receives h_L, the last block's
+  // output. Works frozen or not, and gives the logits forward_logits gives.
+  void infer_logits(const tensor& tokens, const tensor& logits, const tensor& hidden = tensor()) {
+    check(tokens.shape.rank() == 2, "transformer::infer_logits: tokens has shape ", tokens.shape.str(), ", expected (B, T)");
+    const index_t B = tokens.shape[0], T = tokens.shape[1];
+    check(T <= cfg_.max_seq, "transformer::infer_logits: sequence length ", T, " exceeds max_seq ", cfg_.max_seq);
+    ops::expect_shape("transformer::infer_logits", "logits", logits, shape{B, T, cfg_.vocab});
+    if (hidden.data) ops::expect_shape("transformer::infer_logits", "hidden", hidden, shape{B, T, cfg_.d_model});
+    if (!infer_ || infer_->B != B || infer_->T != T) {
+      infer_.reset();
+      auto a = std::make_unique<inference_scratch>();
+      a->B = B;
+      a->T = T;
+      const index_t C = cfg_.d_model;
+      a->mem.declare(a->x, {B, T, C});
+      a->mem.declare(a->y, {B, T, C});
+      a->mem.declare(a->hf, {B, T, C});
+      if (!cfg_.traits().rms_norm) a->mem.declare(a->nf_mean, {B * T});
+      a->mem.declare(a->nf_rstd, {B * T});
+      a->mem.allocate(be_, type_);
+      infer_ = std::move(a);
+    }
+    auto& a = *infer_;
+    ops::embedding_forward(be_, a.x, tokens, param("wte"), has("wpe") ? param("wpe") : tensor());
+    a.block_bytes = 0;
+    for (index_t l = 0; l < cfg_.n_layers(); ++l) {
+      const auto sh = shape_of_layer(cfg_, l);
+      block_acts<Backend> acts(be_, sh, B, T, type_);
+      a.block_bytes = std::max(a.block_bytes, acts.bytes());
+      block_forward(be_, sh, bind_block(layout_, layer_prefix(l), params_.data(), type_), acts, a.x, a.y);
+      std::swap(a.x, a.y);
+    }
+    if (hidden.data) ops::copy(be_, hidden, a.x);
+    final_norm(a.x, a.hf, a.nf_mean, a.nf_rstd);
+    ops::linear_forward(be_, logits, a.hf, head(), tensor());
+  }
+  // Bytes the model holds now: parameters and gradients, saved activations, infer_logits' buffers.
+  std::size_t resident_bytes() const { return this->parameter_bytes() + activation_bytes() + (infer_ ? infer_->mem.bytes() : 0); }
+  // Bytes infer_logits held besides the parameters in its last call: its hidden-state buffers, and the
+  // largest block's activations (one block's at a time).
+  std::size_t inference_bytes() const { return infer_ ? infer_->mem.bytes() + infer_->block_bytes : 0; }
 
  private:
   // The backward pass from acts_->dlogits down to the embeddings.
@@ -129,7 +186,7 @@ class transformer : public weights<Backend> {
                               a.nf_mean, a.nf_rstd);
     if (dhidden.data) ops::accumulate(be_, a.dxL, dhidden);
     be_.fill_zero(a.dx0.data, a.dx0.bytes());
-    stack_->backward(a.dxL, a.dx0);
+    this->stack("transformer::backward").backward(a.dxL, a.dx0);
     ops::embedding_backward(be_, grad("wte"), has("wpe") ? grad("wpe") : tensor(), a.dx0, tokens_);
   }
 
@@ -143,13 +200,18 @@ class transformer : public weights<Backend> {
   tensor head() const { return cfg_.tie_embeddings ? param("wte") : param("lm_head.weight"); }
   tensor head_grad() const { return cfg_.tie_embeddings ? grad("wte") : grad("lm_head.weight"); }
 
-  void final_norm_forward() {
-    auto& a = *acts_;
+  struct inference_scratch {
+    index_t B, T;
+    tensor x, y, hf, nf_mean, nf_rstd;
+    arena<Backend> mem;
+    std::size_t block_bytes = 0;
+  };
+
+  void final_norm(const tensor& x, const tensor& out, const tensor& mean, const tensor& rstd) {
     if (cfg_.traits().rms_norm)
-      ops::rmsnorm_forward(be_, a.hf, a.nf_rstd, a.xL, param("norm_f.weight"), cfg_.norm_eps);
+      ops::rmsnorm_forward(be_, out, rstd, x, param("norm_f.weight"), cfg_.norm_eps);
     else
-      ops::layernorm_forward(be_, a.hf, a.nf_mean, a.nf_rstd, a.xL, param("norm_f.weight"), param("norm_f.bias"),
-                             cfg_.norm_eps);
+      ops::layernorm_forward(be_, out, mean, rstd, x, param("norm_f.weight"), param("norm_f.bias"), cfg_.norm_eps);
   }
 
   void ensure_acts(index_t B, index_t T) {
@@ -176,6 +238,7 @@ class transformer : public weights<Backend> {
 
   model_config cfg_;
   std::unique_ptr<activations> acts_;
+  std::unique_ptr<inference_scratch> infer_;
   tensor tokens_, targets_;
 };
 

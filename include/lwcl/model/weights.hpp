@@ -66,14 +66,27 @@ class weights {
   tensor grad(const std::string& name) const { return layout_.view(grads_.data(), type_, name); }
   void zero_grad() { be_.fill_zero(grads_.data(), grads_.bytes()); }
 
+  // For a model only run forward from here on (a teacher): frees the gradient buffer and the block
+  // stack with its saved activations. A frozen model trains no more; it cannot be undone.
+  void freeze() {
+    stack_.reset();
+    grads_ = buffer<Backend>();
+    frozen_ = true;
+  }
+  bool frozen() const { return frozen_; }
+  // Bytes of the parameter and gradient buffers (the gradients are 0 once frozen).
+  std::size_t parameter_bytes() const { return params_.bytes() + grads_.bytes(); }
+
  protected:
   // Zero-filled parameters and gradients laid out by `layout`, and a block stack over layers
-  // [0, m.n_layers()) of `m`.
-  weights(Backend& be, const model_config& m, tensor_layout layout, dtype t)
-      : be_(be), type_(t), layout_(std::move(layout)) {
+  // [0, m.n_layers()) of `m`; frozen: the parameters alone, as freeze() leaves them (a teacher built
+  // this way never allocates a gradient buffer).
+  weights(Backend& be, const model_config& m, tensor_layout layout, dtype t, bool frozen = false)
+      : be_(be), type_(t), layout_(std::move(layout)), frozen_(frozen) {
     params_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
-    grads_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
     be_.fill_zero(params_.data(), params_.bytes());
+    if (frozen) return;
+    grads_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
     be_.fill_zero(grads_.data(), grads_.bytes());
     stack_ = std::make_unique<block_stack<Backend>>(be_, m, 0, m.n_layers(), layout_, params_.data(), grads_.data(), type_);
   }
@@ -94,8 +107,16 @@ class weights {
   Backend& be_;
   dtype type_;
   tensor_layout layout_;
+  // The block stack, refused once frozen.
+  block_stack<Backend>& stack(std::string_view who) const {
+    check(!frozen_, who, ": the model is frozen (its gradients and saved activations were released); run it "
+          "forward with infer_logits");
+    return *stack_;
+  }
+
   buffer<Backend> params_, grads_;
   std::unique_ptr<block_stack<Backend>> stack_;
+  bool frozen_ = false;
 };
 
 }  // namespace lwcl::model

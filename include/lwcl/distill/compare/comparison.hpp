@@ -41,6 +41,7 @@
 #include "lwcl/core/fs.hpp"
 #include "lwcl/core/memory.hpp"
 #include "lwcl/core/metrics.hpp"
+#include "lwcl/core/process_memory.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/shards.hpp"
 #include "lwcl/distill/compare/options.hpp"
@@ -248,7 +249,7 @@ class comparison {
     auto pipe = make_pipeline(be_, bundle, po);
     const auto teacher_dir = teacher_.dir.string();
     auto& be = be_;
-    auto teacher = [&] { return checkpoint::load_hf(be, teacher_dir); };
+    auto teacher = [&] { return checkpoint::load_hf(be, teacher_dir, dtype::f32, model::frozen); };
     auto res = pipe.run(teacher, student, boundaries_, stream_->loader, dir);
     return record_pipeline(name, std::move(res), std::move(student), po.total);
   }
@@ -330,16 +331,22 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   std::filesystem::create_directories(dir);
   std::printf("%s: end-to-end logit KD%s, teacher and student resident, budget %s\n", name.c_str(),
               eo.hidden_mse_weight > 0 ? " + hidden MSE" : "", b.str().c_str());
-  auto teacher = checkpoint::load_hf(be_, teacher_.dir.string());
+  const bool rss = reset_peak_resident();
+  auto teacher = checkpoint::load_hf(be_, teacher_.dir.string(), dtype::f32, model::frozen);
   auto student = pruned_.to_transformer(be_);
   metrics_writer m((dir / "metrics.jsonl").string());
   const auto res = train_e2e_kd(*teacher, *student, stream_->loader, opt_.batch, opt_.seq, eo, &m);
+  const std::size_t resident = rss ? peak_resident_bytes() : 0;
   teacher.reset();
   checkpoint::save_hf(*student, (dir / "student").string());
   recovery r;
   r.student = student_state::of(*student);
   r.row = judge(name, r.student);
   r.row.peak_compute_bytes = static_cast<double>(res.peak_compute_bytes);
+  r.row.run_peak_compute_bytes = static_cast<double>(res.peak_compute_bytes);
+  r.row.peak_resident_bytes = static_cast<double>(resident);
+  r.row.details["declared_compute_bytes"] = res.declared_compute_bytes;
+  r.row.details["run_peak_total_bytes"] = res.peak_compute_bytes;
   r.row.wall_seconds = res.seconds;
   r.row.tokens = res.tokens;
   r.row.details["method"] = "e2e_kd";
@@ -409,7 +416,7 @@ method_row comparison<Backend, Criterion>::judge(const std::string& name, const 
   method_row r;
   r.name = name;
   r.val_ppl = eval::perplexity(*net, val_, opt_.seq, opt_.seq, "validation").perplexity();
-  auto teacher = checkpoint::load_hf(be_, teacher_.dir.string());
+  auto teacher = checkpoint::load_hf(be_, teacher_.dir.string(), dtype::f32, model::frozen);
   r.cumulative_error = eval::cumulative_error(*teacher, *net, boundaries_, err_batches_, opt_.batch, opt_.seq);
   return r;
 }
@@ -435,7 +442,10 @@ auto comparison<Backend, Criterion>::record_pipeline(const std::string& name, pi
   r.student = std::move(student);
   auto& row = r.row;
   row.peak_compute_bytes = static_cast<double>(std::max(res.peak_compute_bytes, res.kd_peak_compute_bytes));
+  row.run_peak_compute_bytes = static_cast<double>(res.run_peak_compute_bytes);
+  row.peak_resident_bytes = static_cast<double>(res.peak_resident_bytes);
   row.peak_cache_bytes = static_cast<double>(res.peak_cache_bytes);
+  row.details["run_peak_total_bytes"] = res.run_peak_total_bytes;
   row.wall_seconds = res.seconds;
   row.tokens = res.tokens;
   const auto& u = res.cache.store;

@@ -21,7 +21,10 @@ namespace lwcl::distill::compare {
 struct method_row {
   std::string name;
   double val_ppl = 0;
-  double peak_compute_bytes = 0, peak_cache_bytes = 0;
+  // Memory, from the tracker: compute while training (LWCL: the largest segment visit, or its final KD
+  // stage; end-to-end KD: teacher and student resident), compute over the whole run (LWCL: the teacher
+  // pass included), the cache; and the process's peak resident set (0: not measured).
+  double peak_compute_bytes = 0, run_peak_compute_bytes = 0, peak_cache_bytes = 0, peak_resident_bytes = 0;
   double wall_seconds = 0;
   long tokens = 0;
   std::vector<double> cumulative_error;  // empty for the teacher
@@ -31,7 +34,9 @@ struct method_row {
     nlohmann::ordered_json j = {{"name", name},
                                 {"val_ppl", val_ppl},
                                 {"peak_compute_bytes", static_cast<std::int64_t>(peak_compute_bytes)},
+                                {"run_peak_compute_bytes", static_cast<std::int64_t>(run_peak_compute_bytes)},
                                 {"peak_cache_bytes", static_cast<std::int64_t>(peak_cache_bytes)},
+                                {"peak_resident_bytes", static_cast<std::int64_t>(peak_resident_bytes)},
                                 {"wall_seconds", wall_seconds},
                                 {"tokens", tokens},
                                 {"cumulative_error", cumulative_error}};
@@ -70,20 +75,37 @@ inline std::string header(std::string key) {
 
 }  // namespace table_detail
 
+// The main table's header and a row's cells, shared by the terminal and Markdown forms.
+inline const std::vector<std::string>& main_header() {
+  static const std::vector<std::string> h = {"method", "val ppl", "peak compute", "run peak", "peak cache",
+                                             "peak RSS", "wall s", "tokens", "err (last)"};
+  return h;
+}
+inline std::vector<std::string> main_cells(const method_row& r) {
+  char ppl[32], wall[32], err[32] = "-";
+  std::snprintf(ppl, sizeof ppl, "%.3f", r.val_ppl);
+  std::snprintf(wall, sizeof wall, "%.1f", r.wall_seconds);
+  if (!r.cumulative_error.empty()) std::snprintf(err, sizeof err, "%.4f", r.cumulative_error.back());
+  return {r.name, ppl, report::human_bytes(r.peak_compute_bytes), report::human_bytes(r.run_peak_compute_bytes),
+          report::human_bytes(r.peak_cache_bytes), report::human_bytes(r.peak_resident_bytes), wall,
+          std::to_string(r.tokens), err};
+}
+inline constexpr const char* main_note =
+    "(peak compute: tracker bytes resident while training (weights, gradients, AdamW moments, activations; for "
+    "end-to-end KD also the frozen teacher); run peak: the same over the whole run, LWCL's teacher pass included; "
+    "peak cache: the feature store and staging ring; peak RSS: the process's peak resident set during the method; "
+    "err (last): relative error of the last layer's hidden state against the teacher's)";
+
 inline void print_table(const std::vector<method_row>& rows, const std::string& protocol) {
   std::printf("\nvalidation perplexity: %s\n", protocol.c_str());
-  std::printf("%-26s %10s %14s %14s %10s %12s %12s\n", "method", "val ppl", "peak compute", "peak cache", "wall s",
-              "tokens", "err (last)");
-  for (const auto& r : rows) {
-    char err[32] = "-";
-    if (!r.cumulative_error.empty()) std::snprintf(err, sizeof err, "%.4f", r.cumulative_error.back());
-    std::printf("%-26s %10.3f %14s %14s %10.1f %12ld %12s\n", r.name.c_str(), r.val_ppl,
-                report::human_bytes(r.peak_compute_bytes).c_str(), report::human_bytes(r.peak_cache_bytes).c_str(),
-                r.wall_seconds, r.tokens, err);
-  }
-  std::printf("(peak compute: bytes resident for training: weights, gradients, AdamW moments, activations, and for "
-              "end-to-end KD the teacher; err (last): relative error of the last layer's hidden state against the "
-              "teacher's)\n");
+  auto line = [](const std::vector<std::string>& c) {
+    std::printf("%-26s", c[0].c_str());
+    for (std::size_t k = 1; k < c.size(); ++k) std::printf(" %*s", k == 1 || k == 6 ? 9 : 11, c[k].c_str());
+    std::printf("\n");
+  };
+  line(main_header());
+  for (const auto& r : rows) line(main_cells(r));
+  std::printf("%s\n", main_note);
 }
 
 // A column "key" or "key=label" (label: its header; default the key with spaces for underscores).
@@ -143,17 +165,17 @@ inline void print_details(const std::vector<method_row>& rows, const std::vector
 inline std::string markdown(const std::vector<method_row>& rows, const std::string& protocol,
                             const std::vector<std::string>& columns) {
   std::string md = "validation perplexity: " + protocol + "\n\n";
-  md += "| method | val ppl | peak compute | peak cache | wall s | tokens | err (last) |\n";
-  md += "|---|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& r : rows) {
-    char buf[256];
-    char err[32] = "-";
-    if (!r.cumulative_error.empty()) std::snprintf(err, sizeof err, "%.4f", r.cumulative_error.back());
-    std::snprintf(buf, sizeof buf, "| %s | %.3f | %s | %s | %.1f | %ld | %s |\n", r.name.c_str(), r.val_ppl,
-                  report::human_bytes(r.peak_compute_bytes).c_str(), report::human_bytes(r.peak_cache_bytes).c_str(),
-                  r.wall_seconds, r.tokens, err);
-    md += buf;
-  }
+  auto row_md = [](const std::vector<std::string>& c) {
+    std::string out = "|";
+    for (const auto& x : c) out += " " + x + " |";
+    return out + "\n";
+  };
+  md += row_md(main_header());
+  md += "|---|";
+  for (std::size_t k = 1; k < main_header().size(); ++k) md += "---:|";
+  md += "\n";
+  for (const auto& r : rows) md += row_md(main_cells(r));
+  md += std::string("\n") + main_note + "\n";
   if (columns.empty()) return md;
   const auto cells = detail_cells(rows, columns);
   md += "\n";

@@ -109,6 +109,12 @@ struct pipeline_result : run_totals {
   double seconds = 0;                // wall clock of the whole run (all processes, for a resumed one)
   std::size_t peak_cache_bytes = 0;  // the store's peak stored bytes plus the largest prefetch ring
   std::map<std::string, std::size_t> tracker_peak_bytes;  // memory tracker peak per tier during the run
+  // In this process's part of the run, from the memory tracker: the compute peak in the backend's tier
+  // over the whole run (teacher pass, visits, final KD; the cache and staging left out), and the total
+  // with the cache counted (on the host backend the tier's whole peak; on a device backend the compute
+  // peak plus peak_cache_bytes, which live in another memory). peak_resident_bytes: the process's peak
+  // resident set over the run (Linux VmHWM, restarted when the run began; 0: not measured).
+  std::size_t run_peak_compute_bytes = 0, run_peak_total_bytes = 0, peak_resident_bytes = 0;
   cache::cache_stats cache;
   bool resumed = false;
   // With pipeline_options::validation_ids: perplexity after recovery (with its protocol), and the
@@ -128,6 +134,9 @@ struct pipeline_result : run_totals {
               {"tokens_per_second", seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0},
               {"peak_cache_bytes", peak_cache_bytes},
               {"tracker_peak_bytes", tracker_peak_bytes},
+              {"run_peak_compute_bytes", run_peak_compute_bytes},
+              {"run_peak_total_bytes", run_peak_total_bytes},
+              {"peak_resident_bytes", peak_resident_bytes},
               {"cache", cache},
               {"resumed", resumed},
               {"val_ppl", val_ppl},

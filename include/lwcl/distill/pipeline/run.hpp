@@ -34,6 +34,7 @@
 #include "lwcl/core/fs.hpp"
 #include "lwcl/core/memory.hpp"
 #include "lwcl/core/metrics.hpp"
+#include "lwcl/core/process_memory.hpp"
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/loader.hpp"
@@ -178,6 +179,12 @@ class pipeline_run {
   // The student feature at boundary a made current before a visit reads it, the refresh recorded.
   void refresh(index_t a);
 
+  // Folds the tracker's peaks since the last reset into the run's, before a part of the run resets them.
+  void fold_peaks() {
+    for (int t = 0; t < tier_count; ++t) run_peak_[t] = std::max(run_peak_[t], memory().peak(static_cast<tier>(t)));
+    run_compute_peak_ = std::max(run_compute_peak_, memory().peak_compute(Backend::memory_tier));
+  }
+
   Backend& be_;
   run_schedule& sched_;  // the segmentation and curriculum, with this run's measured runtime inputs
   CachePolicy cache_policy_;
@@ -205,6 +212,7 @@ class pipeline_run {
   long steps_this_process_ = 0;
   std::size_t peak_staging_ = 0;
   std::map<int, std::size_t> run_peak_;
+  std::size_t run_compute_peak_ = 0;
 };
 
 // ---- the run, member by member ----
@@ -239,6 +247,8 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
 
   memory().reset_peaks();
   run_peak_.clear();
+  run_compute_peak_ = 0;
+  const bool rss = reset_peak_resident();
 
   teacher_pass(load_teacher);
   if (state) restore_segmentation_inputs(state->segmentation_inputs);
@@ -307,12 +317,14 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
       final_kd(load_teacher);
   }
 
-  for (int t = 0; t < tier_count; ++t) {
-    const auto tt = static_cast<tier>(t);
-    res_.tracker_peak_bytes[std::string(tier_name(tt))] = std::max(run_peak_[t], memory().peak(tt));
-  }
+  fold_peaks();
+  for (int t = 0; t < tier_count; ++t) res_.tracker_peak_bytes[std::string(tier_name(static_cast<tier>(t)))] = run_peak_[t];
   res_.cache = cache_->stats();
   res_.peak_cache_bytes = static_cast<std::size_t>(res_.cache.store.peak_stored_bytes) + peak_staging_;
+  res_.run_peak_compute_bytes = run_compute_peak_;
+  res_.run_peak_total_bytes = Backend::is_device ? run_compute_peak_ + res_.peak_cache_bytes
+                                                 : run_peak_[static_cast<int>(Backend::memory_tier)];
+  res_.peak_resident_bytes = rss ? peak_resident_bytes() : 0;
   res_.seconds = elapsed_before_ + clock_.seconds();
   cache_.reset();
   metrics_.close();
@@ -350,6 +362,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::teacher_pass(const teacher_source
     if (!teacher) {
       teacher = load_teacher();
       check(teacher != nullptr, "pipeline: the teacher source returned no model");
+      teacher->freeze();  // run forward only: no gradient buffer
       const auto& tc = teacher->config();
       check(tc.d_model == st_.config.d_model, "pipeline: teacher width ", tc.d_model, " != student width ", st_.config.d_model);
       model::check_boundary_map(tlo_, st_.config.n_layers(), tc.n_layers(), "pipeline");
@@ -495,7 +508,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
   }
 
   // Compute memory of this visit, measured by the tracker from here.
-  for (int t = 0; t < tier_count; ++t) run_peak_[t] = std::max(run_peak_[t], memory().peak(static_cast<tier>(t)));
+  fold_peaks();
   const std::size_t base = memory().current(Backend::memory_tier);
   memory().reset_peak(Backend::memory_tier);
 
@@ -628,7 +641,9 @@ void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& lo
   timer t;
   auto teacher = load_teacher();
   check(teacher != nullptr, "pipeline: the teacher source returned no model");
+  teacher->freeze();
   auto net = st_.to_transformer(be_);
+  fold_peaks();  // end-to-end KD restarts the tracker's peak of the compute tier
   e2e_options eo;
   eo.lr = opt_.lr;
   eo.min_lr = opt_.min_lr;

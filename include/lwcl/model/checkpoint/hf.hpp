@@ -407,6 +407,13 @@ std::unique_ptr<model::transformer<Backend>> load_hf(Backend& be, const std::str
   load_hf_weights(*net, dir);
   return net;
 }
+// The same, frozen (model::frozen): for forward passes only, no gradient buffer ever allocated.
+template <class Backend>
+std::unique_ptr<model::transformer<Backend>> load_hf(Backend& be, const std::string& dir, dtype type, model::frozen_t) {
+  auto net = std::make_unique<model::transformer<Backend>>(be, read_hf_config(dir), type, model::frozen);
+  load_hf_weights(*net, dir);
+  return net;
+}
 
 // Fills an encoder from a BERT checkpoint folder (BertModel names, with or without a task model's
 // "bert." prefix; the pooler and any head are not read).

@@ -58,12 +58,12 @@ class device_bytes {
     if (!bytes_) return;
     backend::cuda_detail::scoped_device on(device_);
     LWCL_CUDA_CHECK(cudaMalloc(&data_, bytes_));
-    memory().on_alloc(lwcl::tier::device, bytes_);
+    memory().on_alloc(lwcl::tier::device, bytes_, lwcl::purpose::cache);
   }
   ~device_bytes() {
     if (!data_) return;
     LWCL_CUDA_REPORT(cudaFree(data_));
-    memory().on_free(lwcl::tier::device, bytes_);
+    memory().on_free(lwcl::tier::device, bytes_, lwcl::purpose::cache);
   }
   device_bytes(const device_bytes&) = delete;
   device_bytes& operator=(const device_bytes&) = delete;
