@@ -20,6 +20,7 @@
 #include "lwcl/distill/compare/comparison.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/eval/cumulative_error.hpp"
+#include "lwcl/eval/held_out.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/transformer.hpp"
@@ -46,6 +47,8 @@ LWCL_HOST_INSTANCE lwcl::distill::e2e_result lwcl::distill::train_e2e_kd<lwcl::b
     const lwcl::data::batch_loader&, lwcl::index_t, lwcl::index_t, const lwcl::distill::e2e_options&, lwcl::metrics_writer*);
 LWCL_HOST_INSTANCE lwcl::eval::perplexity_result lwcl::eval::perplexity<lwcl::backend::cpu>(
     lwcl::model::transformer<lwcl::backend::cpu>&, const std::vector<std::int32_t>&, lwcl::index_t, lwcl::index_t, std::string);
+LWCL_HOST_INSTANCE lwcl::eval::perplexity_result lwcl::eval::perplexity<lwcl::backend::cpu>(
+    lwcl::model::transformer<lwcl::backend::cpu>&, const lwcl::eval::held_out_sample&);
 LWCL_HOST_INSTANCE std::vector<double> lwcl::eval::cumulative_error<lwcl::backend::cpu>(
     lwcl::model::transformer<lwcl::backend::cpu>&, lwcl::model::transformer<lwcl::backend::cpu>&,
     const std::vector<lwcl::index_t>&, const std::vector<std::vector<std::int32_t>>&, lwcl::index_t, lwcl::index_t);

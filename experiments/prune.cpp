@@ -6,7 +6,9 @@
 // its protocol.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,8 @@
 #include "lwcl/core/fs.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/loader.hpp"
+#include "lwcl/data/shards.hpp"
+#include "lwcl/eval/held_out.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_map.hpp"
@@ -68,13 +72,6 @@ nlohmann::ordered_json widths(const model::model_config& cfg) {
   return out;
 }
 
-std::vector<std::int32_t> head_of_shard(const data::shard& s, index_t tokens) {
-  const auto n = std::min<std::uint64_t>(s.size(), static_cast<std::uint64_t>(tokens));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
-  for (std::uint64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = s[i];
-  return ids;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,7 +103,8 @@ int main(int argc, char** argv) {
   app.add_option("--calib-batches", calib_batches, "calibration batches from the training split")->check(CLI::PositiveNumber);
   app.add_option("--batch", batch, "sequences per calibration batch")->check(CLI::PositiveNumber);
   app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(CLI::NonNegativeNumber);
-  app.add_option("--eval-tokens", eval_tokens, "validation tokens scored for perplexity")->check(CLI::PositiveNumber);
+  app.add_option("--eval-tokens", eval_tokens, "predicted tokens of the held-out sample (windows of --seq over every "
+                 "validation document)")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "calibration batches and the random criterion");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -124,10 +122,13 @@ int main(int argc, char** argv) {
       out = "runs/prune_" + criterion + "_" + gran + "_" + r;
     }
     const data::shard train_shard((fs::path(data_dir) / "train.bin").string());
-    const data::shard val_shard((fs::path(data_dir) / "validation.bin").string());
     const data::batch_loader loader(train_shard, batch, T, 0x9e3779b9ULL + seed);
-    const auto val_ids = head_of_shard(val_shard, eval_tokens + 1);
-    auto ppl = [&](net_t& net) { return eval::perplexity(net, val_ids, T, T, "validation"); };
+    // The held-out sample: windows of T over every validation document (eval/held_out.hpp).
+    const auto val = eval::make_held_out_sample(
+        data::read_tokens((fs::path(data_dir) / "validation.bin").string(), UINT64_MAX),
+        eval::end_of_text_id((fs::path(data_dir) / "tokenizer").string()), T,
+        static_cast<std::size_t>(std::max<index_t>(1, eval_tokens / T)), "validation");
+    auto ppl = [&](net_t& net) { return eval::perplexity(net, val); };
 
     std::printf("prune: %s (%lld layers, %lld parameters), criterion %s, granularity %s, ratio %.2f%s\n", model_dir.c_str(),
                 static_cast<long long>(cfg.n_layers()), static_cast<long long>(teacher.num_parameters()), criterion.c_str(),

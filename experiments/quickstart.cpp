@@ -17,8 +17,10 @@ int main(int argc, char** argv) {
   experiments::comparison cmp("quickstart", "lwcl quickstart: teacher -> Wanda-sp 50% -> layer-wise curriculum vs "
                               "baselines under one budget", "90",
                               "budget of each recovery method: seconds (a plain number), or steps:N, tokens:N, seconds:N");
-  bool skip_no_curriculum = false;
+  bool skip_no_curriculum = false, same_data = false;
   cmp.cli().add_flag("--skip-no-curriculum", skip_no_curriculum, "leave out the layer-wise baseline without curriculum");
+  cmp.cli().add_flag("--same-data", same_data, "add end-to-end KD on the layer-wise cached batches, and LWCL on as many "
+                     "distinct batches as end-to-end KD sees (a steps or tokens budget)");
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   return cmp.run([&] {
@@ -28,5 +30,13 @@ int main(int argc, char** argv) {
       cmp.recover("layerwise_no_curriculum", cmp.recovery_options(),
                   slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}));
     cmp.e2e_kd("e2e_kd", cmp.total());
+    if (!same_data) return;
+    check(cmp.steps_of(cmp.total()) > 0, "quickstart: --same-data needs a steps: or tokens: budget (the batches "
+          "end-to-end KD sees are its steps)");
+    cmp.e2e_kd("e2e_kd_cached", cmp.total(), cmp.opt().feature_batches);
+    auto distinct = cmp.recovery_options();
+    distinct.feature_batches = static_cast<index_t>(cmp.steps_of(cmp.total()));
+    distinct.running_batches = true;
+    cmp.recover("lwcl_distinct", distinct, slot<key::cache>(policies::cache::host{}));
   });
 }

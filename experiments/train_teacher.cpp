@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   bool quiet = false;
   app.add_option("--data", data, "folder written by prepare_data (train.bin, validation.bin, tokenizer/)");
   app.add_option("--out", out, "run directory (default runs/teacher_<preset>_<family>); rerun to resume");
-  app.add_option("--preset", preset, "tiny (minutes on 2 CPU cores) or small (tens of minutes)")->check(CLI::IsMember({"tiny", "small"}));
+  app.add_option("--preset", preset, "tiny (minutes on 2 CPU cores), small or deep (8 layers; tens of minutes)")
+      ->check(CLI::IsMember({"tiny", "small", "deep"}));
   app.add_option("--family", family, "gpt2, llama or qwen2")->check(CLI::IsMember({"gpt2", "llama", "qwen2"}));
   app.add_option("--device", device, "auto (CUDA when built with it and a GPU is present), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));

@@ -12,7 +12,7 @@ source "$src/tests/support/docs_corpus.sh"
 make_docs_teacher "$build" "$src" "$work"
 common=(--data "$work/data" --teacher "$work/teacher" --batch 4 --seq 32 --feature-batches 3 --calib-batches 2)
 x=$build/experiments
-"$x/quickstart" "${common[@]}" --budget steps:24 --out "$work/qs" > "$work/qs.txt"
+"$x/quickstart" "${common[@]}" --budget steps:24 --same-data --out "$work/qs" > "$work/qs.txt"
 "$x/curriculum_ablation" "${common[@]}" --budget steps:56 --out "$work/ca" > "$work/ca.txt"
 "$x/cache_tiers" "${common[@]}" --budget steps:40 --ring 2 --out "$work/ct" > "$work/ct.txt"
 "$x/segmentation_compare" "${common[@]}" --budget steps:24 --boundaries 2 --out "$work/sc" > "$work/sc.txt"
@@ -62,13 +62,23 @@ def load(run):
             assert m["peak_resident_bytes"] > m["run_peak_compute_bytes"], (run, name, m)
     # config.json: the options as given, and the budget parsed
     assert cfg["batch"] == 4 and cfg["seq"] == 32 and cfg["criterion"] == "wanda_sp", (run, cfg)
-    assert rep["val_protocol"].startswith("split=validation seq_len=32 stride=32 tokens="), rep["val_protocol"]
+    # The held-out sample: windows of --seq over every validation document (README.md is the one here).
+    assert rep["val_protocol"].startswith("split=validation sample=1024 windows of 32 over all 1 documents"), rep["val_protocol"]
     return rep, cfg, methods
 
 rep, cfg, m = load("qs")
-assert list(m) == ["teacher", "pruned", "lwcl", "layerwise_no_curriculum", "e2e_kd"], list(m)
+assert list(m) == ["teacher", "pruned", "lwcl", "layerwise_no_curriculum", "e2e_kd", "e2e_kd_cached", "lwcl_distinct"], list(m)
 assert cfg["budget"] == {"unit": "steps", "amount": 24.0} and cfg["skip_no_curriculum"] is False, cfg
+assert cfg["same_data"] is True, cfg
 assert m["lwcl"]["segment_steps"] == 24 and m["e2e_kd"]["steps"] == 24, (m["lwcl"]["segment_steps"], m["e2e_kd"]["steps"])
+# The same data both ways: LWCL's 8 visits of 3 steps cycle over the 3 cached batches, end-to-end KD sees
+# 24 fresh ones; e2e_kd_cached cycles over the 3, lwcl_distinct reads 24 batches, one a step.
+distinct = {n: m[n]["distinct_batches"] for n in ("lwcl", "e2e_kd", "e2e_kd_cached", "lwcl_distinct")}
+assert distinct == {"lwcl": 3, "e2e_kd": 24, "e2e_kd_cached": 3, "lwcl_distinct": 24}, distinct
+batches = [json.loads(l)["batch"] for l in open(os.path.join(work, "qs", "lwcl_distinct", "metrics.jsonl"))
+           if "global_step" in json.loads(l)]
+assert batches == list(range(24)), batches
+assert m["lwcl_distinct"]["val_ppl"] != m["lwcl"]["val_ppl"]  # other data, another student
 assert m["layerwise_no_curriculum"]["policies"]["curriculum"].startswith("curriculum<front_to_back,teacher_inputs")
 
 rep, cfg, m = load("ca")

@@ -412,6 +412,30 @@ TEST_CASE("pipeline: recovery lowers the held-out KL; the tracker's peak in ever
   CHECK(rep.at("visits").size() == 8);
 }
 
+TEST_CASE("pipeline: each visit restarts at cached batch 0, or, with running_batches, every step reads a batch of its own") {
+  setup su(dtype::f32, "lwcl_test_pipeline_batches");
+  const data::batch_loader loader(*su.shard, 2, 8, 77);
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}));  // two_stage: 8 visits
+  for (const bool running : {false, true}) {
+    CAPTURE(running);
+    auto opts = quiet(32);  // 4 steps a visit
+    opts.feature_batches = 32;
+    opts.running_batches = running;
+    auto student = su.pruned();
+    const auto dir = su.dir / (running ? "running" : "per_visit");
+    distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, dir);
+    std::ifstream metrics(dir / "metrics.jsonl");
+    std::string line;
+    std::vector<index_t> batches;
+    while (std::getline(metrics, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("global_step")) batches.push_back(j.at("batch").get<index_t>());
+    }
+    REQUIRE(batches.size() == 32);
+    for (std::size_t i = 0; i < batches.size(); ++i) CHECK(batches[i] == static_cast<index_t>(running ? i : i % 4));
+  }
+}
+
 TEST_CASE("pipeline: features uploaded a step ahead into a second set give bitwise the same student") {
   setup su(dtype::f32, "lwcl_test_pipeline_ahead");
   const data::batch_loader loader(*su.shard, 2, 8, 9);

@@ -7,10 +7,15 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/memory.hpp"
+#include "lwcl/core/metrics.hpp"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/prune/surgery.hpp"
@@ -186,6 +191,36 @@ TEST_CASE("end-to-end KD's peak is the memory tracker's, and equals the buffers 
       CHECK(kr.peak_compute_bytes > floor + (frozen ? 0 : su.teacher->params().bytes()));
     }
   }
+}
+
+TEST_CASE("end-to-end KD reads a fresh batch every step, or cycles over cycle_batches of them") {
+  setup su;
+  const index_t B = 2, T = 8;
+  const data::batch_loader loader(*su.shard, B, T, 77);
+  for (const long cycle : {0L, 3L}) {
+    CAPTURE(cycle);
+    auto kd_student = prune::apply_plan(*su.student, prune::keep_all(su.student->config()));
+    distill::e2e_options eo;
+    eo.steps = 7;
+    eo.first_batch = 10;
+    eo.cycle_batches = cycle;
+    eo.progress_bar = false;
+    const auto path = su.dir / ("cycle_" + std::to_string(cycle) + ".jsonl");
+    {
+      metrics_writer m(path.string());
+      distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, eo, &m);
+    }
+    std::ifstream in(path);
+    std::string line;
+    std::vector<long> batches;
+    while (std::getline(in, line)) batches.push_back(nlohmann::json::parse(line).at("batch").get<long>());
+    CHECK(batches == (cycle ? std::vector<long>{10, 11, 12, 10, 11, 12, 10} : std::vector<long>{10, 11, 12, 13, 14, 15, 16}));
+  }
+  auto kd_student = prune::apply_plan(*su.student, prune::keep_all(su.student->config()));
+  distill::e2e_options bad;
+  bad.cycle_batches = -1;
+  CHECK_THROWS_WITH_AS(distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, bad), doctest::Contains("cycle_batches"),
+                       lwcl::error);
 }
 
 TEST_CASE("backward_logits with a hidden-state gradient equals finite differences of sum(h_L * w) (f64)") {

@@ -1,12 +1,17 @@
 #pragma once
 // The process's resident memory as Linux counts it: the peak resident set (VmHWM in /proc/self/status)
 // and a way to restart that peak (writing 5 to /proc/self/clear_refs), so that one part of a program,
-// one method of a comparison, can be measured on its own. Where /proc cannot be read or written the
+// one method of a comparison, can be measured on its own. What the program holds throughout (its code,
+// data, earlier methods' results) is part of every figure. Where /proc cannot be read or written the
 // figures are 0 and the reset says it failed: callers report "not measured", never a guess.
 
 #include <cstddef>
 #include <fstream>
 #include <string>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace lwcl {
 
@@ -25,8 +30,13 @@ inline std::size_t peak_resident_bytes() {
   return 0;
 }
 
-// Restarts the peak at what is resident now. Returns whether the kernel accepted it.
+// Restarts the peak at what is resident now, after handing the allocator's free memory back to the
+// system (glibc's malloc_trim), so that memory an earlier part of the program freed does not count as
+// resident. Returns whether the kernel accepted the reset.
 inline bool reset_peak_resident() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
   std::ofstream f("/proc/self/clear_refs");
   if (!f) return false;
   f << "5";

@@ -34,6 +34,9 @@ struct e2e_options {
   double hidden_mse_weight = 0.0;  // > 0: add w * mse(student h_L, teacher h_L) (needs equal widths)
   double clip = 1.0;
   std::uint64_t first_batch = 0;   // batches first_batch, first_batch + 1, ... of the loader
+  // > 0: cycle over batches first_batch .. first_batch + cycle_batches - 1 (the layer-wise pipeline's
+  // cached batches, for a comparison on the same data); 0: a fresh batch every step.
+  long cycle_batches = 0;
   double time_budget_seconds = 0;  // > 0: stop when the wall clock passes it
   bool progress_bar = true;
 };
@@ -61,6 +64,7 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   check(teacher.config().vocab == student.config().vocab, "train_e2e_kd: teacher vocabulary ", teacher.config().vocab,
         " != student vocabulary ", student.config().vocab);
   check(opt.steps >= 1, "train_e2e_kd: steps must be at least 1");
+  check(opt.cycle_batches >= 0, "train_e2e_kd: cycle_batches is ", opt.cycle_batches, ", expected 0 (fresh batches) or more");
   check(opt.hidden_mse_weight >= 0, "train_e2e_kd: hidden_mse_weight is ", opt.hidden_mse_weight, ", expected >= 0");
   const bool hidden = opt.hidden_mse_weight > 0;
   check(!hidden || teacher.config().d_model == student.config().d_model, "train_e2e_kd: a hidden-state MSE needs equal "
@@ -98,7 +102,8 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
       const double elapsed = clock.seconds();
       sched.total_steps = steps_within_seconds(opt.steps, 3, 3, elapsed, opt.time_budget_seconds - elapsed);
     }
-    loader.batch(opt.first_batch + static_cast<std::uint64_t>(s - 1), ids, targets);
+    const long k = opt.cycle_batches > 0 ? (s - 1) % opt.cycle_batches : s - 1;
+    loader.batch(opt.first_batch + static_cast<std::uint64_t>(k), ids, targets);
     be.from_host(tok.data(), ids.data(), tok.bytes());
     const tensor tokens(tok.data(), dtype::i32, {B, T});
     double loss = 0;
@@ -124,7 +129,8 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     res.loss_last = loss;
     res.steps = s;
     res.tokens += B * T;
-    if (metrics) metrics->write({{"step", s}, {"loss", loss}, {"seconds", clock.seconds()}});
+    if (metrics) metrics->write({{"step", s}, {"batch", opt.first_batch + static_cast<std::uint64_t>(k)}, {"loss", loss},
+                                 {"seconds", clock.seconds()}});
     if (bar) bar->update(s, "kl " + std::to_string(loss).substr(0, 6));
   }
   if (bar) bar->finish();

@@ -21,10 +21,12 @@ struct perplexity_result {
   index_t tokens = 0;  // scored tokens
   index_t seq_len = 0, stride = 0;
   std::string split;
+  std::string sample;  // a held-out sample's protocol (eval/held_out.hpp); empty for a sliding window
 
   double mean_nll() const { return tokens ? nll_sum / static_cast<double>(tokens) : 0.0; }
   double perplexity() const { return std::exp(mean_nll()); }
   std::string protocol() const {
+    if (!sample.empty()) return sample;
     char buf[160];
     std::snprintf(buf, sizeof buf, "split=%s seq_len=%lld stride=%lld tokens=%lld", split.empty() ? "-" : split.c_str(),
                   static_cast<long long>(seq_len), static_cast<long long>(stride), static_cast<long long>(tokens));

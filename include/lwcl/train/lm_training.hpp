@@ -91,7 +91,8 @@ struct lm_options {
 };
 
 // Presets of lwcl's own teachers. `tiny` trains in a few minutes on a 2-core CPU (quickstart, tests);
-// `small` (6 layers, width 256) takes tens of minutes there and is the paper_repro teacher.
+// `small` (6 layers, width 256) takes tens of minutes there and is the paper_repro teacher; `deep` (8
+// layers, width 192) is the teacher whose depth is halved in the harder comparisons.
 inline lm_options lm_preset(std::string_view name, model::family fam, index_t vocab) {
   check(fam == model::family::gpt2 || fam == model::family::llama || fam == model::family::qwen2, "lm_preset: family ",
         model::family_name(fam), " is not a decoder (expected gpt2, llama or qwen2)");
@@ -120,8 +121,21 @@ inline lm_options lm_preset(std::string_view name, model::family fam, index_t vo
     o.checkpoint_every = 200;
     o.eval_every = 200;
     o.eval_tokens = 131072;
+  } else if (name == "deep") {
+    // Eight layers, so that depth can be halved with a layer map; width 192 keeps it under about 40
+    // minutes on a 2-core CPU.
+    o.model = model::model_config::uniform(fam, vocab, 128, 192, 8, 6, gated ? 2 : 6, gated ? 512 : 768);
+    o.batch = 16;
+    o.seq = 128;
+    o.steps = 2000;
+    o.warmup = 100;
+    o.lr = 2e-3;
+    o.min_lr = 2e-4;
+    o.checkpoint_every = 200;
+    o.eval_every = 200;
+    o.eval_tokens = 32768;
   } else {
-    fail("lm_preset: preset '", name, "' is unknown (expected tiny or small)");
+    fail("lm_preset: preset '", name, "' is unknown (expected tiny, small or deep)");
   }
   return o;
 }

@@ -51,6 +51,7 @@
 #include "lwcl/distill/report.hpp"
 #include "lwcl/distill/student_state.hpp"
 #include "lwcl/eval/cumulative_error.hpp"
+#include "lwcl/eval/held_out.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_map.hpp"
@@ -251,15 +252,24 @@ class comparison {
     auto& be = be_;
     auto teacher = [&] { return checkpoint::load_hf(be, teacher_dir, dtype::f32, model::frozen); };
     auto res = pipe.run(teacher, student, boundaries_, stream_->loader, dir);
-    return record_pipeline(name, std::move(res), std::move(student), po.total);
+    // The training batches the run read: its visits cycle over the cached ones (all of a visit's steps,
+    // or the run's, with running_batches), its final KD stage reads batches 0, 1, ... afresh.
+    long longest = 0;
+    for (const auto& v : res.visits) longest = std::max(longest, v.steps);
+    const long distinct = std::max(res.kd_steps, std::min<long>(po.feature_batches, po.running_batches ? res.segment_steps : longest));
+    auto& r = record_pipeline(name, std::move(res), std::move(student), po.total);
+    r.row.details["distinct_batches"] = distinct;
+    return r;
   }
 
   // End-to-end logit KD (teacher and student resident) on a copy of the pruned student under `b`, with
-  // the common learning rate; metrics and the student in <out>/<name>/.
-  recovery& e2e_kd(const std::string& name, const budget& b) {
+  // the common learning rate; metrics and the student in <out>/<name>/. cycle_batches > 0: over that
+  // many batches of the stream again and again (--feature-batches: the layer-wise methods' cached data).
+  recovery& e2e_kd(const std::string& name, const budget& b, long cycle_batches = 0) {
     e2e_options eo;
     eo.lr = opt_.lr;
     eo.min_lr = opt_.lr / 10;
+    eo.cycle_batches = cycle_batches;
     eo.steps = b.unit == budget_unit::seconds ? 1000000 : static_cast<long>(steps_of(b));
     if (b.unit == budget_unit::seconds) eo.time_budget_seconds = b.amount;
     return e2e_kd(name, eo, b);
@@ -308,7 +318,7 @@ class comparison {
   budget total_;
   train::cached_lm teacher_;
   index_t teacher_parameters_ = 0;
-  std::vector<std::int32_t> val_;
+  eval::held_out_sample val_, test_;  // test_: with --test-split only
   std::vector<std::vector<std::int32_t>> err_batches_;
   std::string protocol_;
   student_state pruned_;
@@ -350,6 +360,7 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   r.row.wall_seconds = res.seconds;
   r.row.tokens = res.tokens;
   r.row.details["method"] = "e2e_kd";
+  r.row.details["distinct_batches"] = eo.cycle_batches > 0 ? std::min(eo.cycle_batches, res.steps) : res.steps;
   r.row.details["budget"] = b.str();
   r.row.details["steps"] = res.steps;
   r.row.details["run_dir"] = dir.string();
@@ -378,8 +389,15 @@ void comparison<Backend, Criterion>::start() {
   namespace fs = std::filesystem;
   const index_t B = opt_.batch, T = opt_.seq;
   teacher_ = train::ensure_lm(be_, opt_.data, opt_.teacher, "tiny");
-  val_ = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), 32769);
-  err_batches_ = eval::token_batches(val_, B, T, 2);
+  const auto eot = eval::end_of_text_id((fs::path(opt_.data) / "tokenizer").string());
+  const auto windows = static_cast<std::size_t>(std::max<index_t>(1, opt_.eval_tokens / T));
+  auto sample = [&](const char* split) {
+    const auto ids = data::read_tokens((fs::path(opt_.data) / (std::string(split) + ".bin")).string(), UINT64_MAX);
+    return eval::make_held_out_sample(ids, eot, T, windows, split);
+  };
+  val_ = sample("validation");
+  if (opt_.test_split) test_ = sample("test");
+  err_batches_ = eval::sample_batches(val_, B, T, 2);
   const data::shard train_shard((fs::path(opt_.data) / "train.bin").string());
   auto t = checkpoint::load_hf(be_, teacher_.dir.string());
   check(T <= t->config().max_seq, program_, ": --seq ", T, " exceeds the teacher's max_seq ", t->config().max_seq);
@@ -390,11 +408,12 @@ void comparison<Backend, Criterion>::start() {
   std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters in %.1f s\n",
               std::string(Criterion::name).c_str(), 100 * opt_.ratio, static_cast<long long>(teacher_parameters_),
               static_cast<long long>(p->num_parameters()), prune_seconds);
-  const auto pt = eval::perplexity(*t, val_, T, T, "validation");
+  const auto pt = eval::perplexity(*t, val_);
   protocol_ = pt.protocol();
   method_row tr;
   tr.name = "teacher";
   tr.val_ppl = pt.perplexity();
+  if (opt_.test_split) tr.details["test_ppl"] = eval::perplexity(*t, test_).perplexity();
   tr.wall_seconds = teacher_.seconds;
   tr.tokens = teacher_.tokens;
   rows_.push_back(tr);
@@ -402,7 +421,8 @@ void comparison<Backend, Criterion>::start() {
   boundaries_ = model::identity_boundaries(p->config().n_layers());
   method_row pr;
   pr.name = "pruned";
-  pr.val_ppl = eval::perplexity(*p, val_, T, T, "validation").perplexity();
+  pr.val_ppl = eval::perplexity(*p, val_).perplexity();
+  if (opt_.test_split) pr.details["test_ppl"] = eval::perplexity(*p, test_).perplexity();
   pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
   pr.wall_seconds = prune_seconds;
   pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
@@ -415,7 +435,8 @@ method_row comparison<Backend, Criterion>::judge(const std::string& name, const 
   auto net = s.to_transformer(be_);
   method_row r;
   r.name = name;
-  r.val_ppl = eval::perplexity(*net, val_, opt_.seq, opt_.seq, "validation").perplexity();
+  r.val_ppl = eval::perplexity(*net, val_).perplexity();
+  if (opt_.test_split) r.details["test_ppl"] = eval::perplexity(*net, test_).perplexity();
   auto teacher = checkpoint::load_hf(be_, teacher_.dir.string(), dtype::f32, model::frozen);
   r.cumulative_error = eval::cumulative_error(*teacher, *net, boundaries_, err_batches_, opt_.batch, opt_.seq);
   return r;
@@ -546,6 +567,11 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
               static_cast<long long>(pruned_.layout.numel()),
               report::human_bytes(static_cast<double>(pruned_.layout.numel()) * 4).c_str());
   print_table(rows, protocol_);
+  if (opt_.test_split) {
+    std::printf("\ntest perplexity: %s\n", test_.protocol().c_str());
+    for (const auto& r : rows)
+      if (r.details.contains("test_ppl")) std::printf("  %-26s %10.3f\n", r.name.c_str(), r.details.at("test_ppl").template get<double>());
+  }
   print_details(rows, columns_);
   for (const auto& n : notes_) std::printf("%s\n", n.c_str());
   const auto identical = identical_students();
@@ -560,6 +586,7 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
                                 {"val_protocol", protocol_},
                                 {"teacher_parameters", teacher_parameters_},
                                 {"student_parameters", pruned_.layout.numel()}};
+  if (opt_.test_split) rep["test_protocol"] = test_.protocol();
   for (const auto& [k, v] : report_.items()) rep[k] = v;
   rep["identical_students"] = identical;
   rep["wall_seconds_total"] = seconds_so_far;
@@ -571,7 +598,13 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
   }
   rep["methods"] = methods;
   write_text_atomic(out / "report.json", rep.dump(2) + "\n");
-  write_text_atomic(out / "table.md", markdown(rows, protocol_, columns_));
+  std::string md = markdown(rows, protocol_, columns_);
+  if (opt_.test_split) {
+    md += "\ntest perplexity: " + test_.protocol() + "\n\n| method | test ppl |\n|---|---:|\n";
+    for (const auto& r : rows)
+      if (r.details.contains("test_ppl")) md += report::format("| %s | %.3f |\n", r.name.c_str(), r.details.at("test_ppl").template get<double>());
+  }
+  write_text_atomic(out / "table.md", md);
   std::string files = "config.json, report.json, table.md";
   if (!curves.empty()) {
     plot_cumulative_error(curves, out / "cumulative_error.png");

@@ -22,6 +22,10 @@ struct options {
   std::string out;  // default: runs/<program>
   double lr = 2e-3, ratio = 0.5;  // ratio: the pruned fraction of every layer's KV groups and FFN channels
   int batch = 16, seq = 128, feature_batches = 12, calib_batches = 8;
+  // The held-out sample (eval/held_out.hpp): predicted tokens in all, in windows of --seq over every
+  // document of the split; the test split's sample is scored too only for a final table.
+  int eval_tokens = 32768;
+  bool test_split = false;
 };
 
 // --data --teacher --budget --ratio --lr --batch --seq --feature-batches --calib-batches --out, where
@@ -42,6 +46,10 @@ inline void add_options(CLI::App& app, options& o, const std::string& budget_hel
   if (pruning)
     app.add_option("--calib-batches", o.calib_batches, "calibration batches of the pruning criterion")
         ->check(CLI::PositiveNumber);
+  app.add_option("--eval-tokens", o.eval_tokens, "predicted tokens of the held-out sample (windows of --seq over "
+                 "every validation document)")->check(CLI::PositiveNumber);
+  app.add_flag("--test-split", o.test_split, "also score every method on the test split's sample (final tables only: "
+               "choose settings on validation)");
   app.add_option("--out", o.out, "run directory");
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The feature feed of one visit: each step's boundary features in compute memory, in step order. For
 // step s: the teacher input when the student share r < 1, the student input when r > 0, and the
-// teacher output, of cached batch s mod feature_batches. They come from the prefetcher's staging ring
+// teacher output, of cached batch (s + batch_offset) mod feature_batches. They come from the prefetcher's staging ring
 // by the backend's copy_async (the copy stream on a device), or, for a store in the backend's device
 // memory, by a device-to-device copy. With `ahead` the copies of step s + 1 are queued into a second
 // feature set before step s computes, so that they overlap it. A staged buffer is given back to the
@@ -44,8 +44,8 @@ class feature_feed {
   // Steps [s0, end) of a visit to student layers [first, last); share[s] is step s's student share.
   feature_feed(Backend& be, cache::feature_cache<Store>& features, student_features<Backend, Store>& sf, index_t first,
                index_t last, long s0, long end, const std::vector<double>& share, const cache::prefetch_options& prefetch,
-               bool upload_ahead, dtype type)
-      : be_(be), cache_(features), sf_(sf), first_(first), last_(last), end_(end), share_(share),
+               bool upload_ahead, dtype type, long batch_offset = 0)
+      : be_(be), cache_(features), sf_(sf), first_(first), last_(last), end_(end), offset_(batch_offset), share_(share),
         ahead_(set_count(upload_ahead) == 2) {
     for (int i = 0; i < (ahead_ ? 2 : 1); ++i)
       sets_.push_back(feature_set<Backend>{{be_, type, sf_.feature_shape()},
@@ -85,6 +85,8 @@ class feature_feed {
   // The visit stops before its planned end (a seconds budget's estimate): nothing is copied past it.
   void end_at(long end) { end_ = std::min(end_, end); }
   std::size_t sets() const { return sets_.size(); }
+  // The cached batch step s reads.
+  index_t batch_of(long s) const { return static_cast<index_t>((s + offset_) % sf_.feature_batches()); }
   cache::prefetch_stats stats() const { return pf_ ? pf_->stats() : cache::prefetch_stats{}; }
 
  private:
@@ -92,7 +94,7 @@ class feature_feed {
 
   template <class F>
   void for_items(long s, F&& f) const {
-    const index_t b = static_cast<index_t>(s % sf_.feature_batches());
+    const index_t b = batch_of(s);
     const double r = share_[static_cast<std::size_t>(s)];
     if (r < 1) f(sf_.teacher_item(sf_.teacher_in(first_), b), 0);
     if (r > 0) f(sf_.student_item(first_, b), 1);
@@ -127,7 +129,7 @@ class feature_feed {
   cache::feature_cache<Store>& cache_;
   student_features<Backend, Store>& sf_;
   index_t first_, last_;
-  long end_;
+  long end_, offset_;
   const std::vector<double>& share_;
   bool ahead_;
   std::vector<feature_set<Backend>> sets_;

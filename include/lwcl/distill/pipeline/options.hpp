@@ -17,6 +17,11 @@ namespace lwcl::distill {
 
 struct pipeline_options {
   index_t feature_batches = 8;             // training batches whose boundary features are cached (cycled)
+  // Which cached batch a step reads: false, batch s mod feature_batches for step s of every visit (each
+  // visit starts at batch 0); true, the run's segment step count mod feature_batches, so that with
+  // feature_batches equal to the run's segment steps every step reads a batch of its own, as end-to-end
+  // KD does.
+  bool running_batches = false;
   budget total{budget_unit::steps, 400};   // the whole recovery
   double final_kd_share = 0.2;             // of the budget, when the curriculum closes with KD
   double lr = 1e-3, min_lr = 1e-4;         // cosine decay over each visit's steps

@@ -152,7 +152,8 @@ class pipeline_run {
   // interrupted process had recorded of it.
   visit_report start_report(std::size_t p, index_t pos, index_t k, const std::vector<double>& difficulty, long s0) const;
   // One step's metrics record and progress.
-  void record_step(const visit_report& rep, std::size_t p, index_t pos, double loss, double lr, std::size_t staging);
+  void record_step(const visit_report& rep, std::size_t p, index_t pos, index_t batch, double loss, double lr,
+                   std::size_t staging);
   // A visit's closing accounting: its memory and time into the run's totals, the trained segment back
   // into the student, the report into the results and metrics, and the checkpoint after it.
   void finish_visit(visit_report& rep, segment_trainer<Backend, loss_type>& seg, std::size_t p, index_t pos,
@@ -522,7 +523,8 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
   timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
   double stall = 0;
   {
-    feed_type fd(be_, *cache_, *sf_, sg.first, sg.last, s0, planned, share, opt_.prefetch, upload_ahead(), st_.type);
+    feed_type fd(be_, *cache_, *sf_, sg.first, sg.last, s0, planned, share, opt_.prefetch, upload_ahead(), st_.type,
+                 opt_.running_batches ? res_.segment_steps - s0 : 0);
     for (long s = s0; s < planned; ++s) {
       if (opt_.halt_after_steps > 0 && steps_this_process_ >= opt_.halt_after_steps) throw pipeline_halted{};
       if (secs) {
@@ -555,7 +557,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
       rep.loss_last = loss;
       rep.student_fraction_last = r;
       rep.steps = s + 1;
-      record_step(rep, p, pos, loss, lr, fd.stats().staging_bytes);
+      record_step(rep, p, pos, fd.batch_of(s), loss, lr, fd.stats().staging_bytes);
       if (opt_.checkpoint_every > 0 && (s + 1) % opt_.checkpoint_every == 0 && s + 1 < planned) {
         rep.planned_steps = planned;
         rep.seconds += vt.seconds();
@@ -577,7 +579,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
 
 template <class Backend, class CachePolicy, class Loss>
 void pipeline_run<Backend, CachePolicy, Loss>::record_step(const visit_report& rep, std::size_t p, index_t pos,
-                                                           double loss, double lr, std::size_t staging) {
+                                                           index_t batch, double loss, double lr, std::size_t staging) {
   const bool secs = opt_.total.unit == budget_unit::seconds;
   ++res_.segment_steps;
   ++steps_this_process_;
@@ -588,6 +590,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::record_step(const visit_report& r
                   {"first", rep.first},
                   {"last", rep.last},
                   {"step", rep.steps},
+                  {"batch", batch},
                   {"loss", loss},
                   {"student_fraction", rep.student_fraction_last},
                   {"lr", lr},

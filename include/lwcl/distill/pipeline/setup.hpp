@@ -79,6 +79,7 @@ inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::b
   return {{"batch", loader.batch_size()},
           {"seq_len", loader.seq_len()},
           {"feature_batches", opt.feature_batches},
+          {"running_batches", opt.running_batches},
           {"feature_tokens_hash", std::to_string(h)},
           {"boundaries", tlo},
           {"budget", opt.total.str()},
@@ -95,6 +96,7 @@ inline void write_run_config(const std::filesystem::path& path, const std::map<s
   j["policies"] = policies;
   j["budget"] = opt.total;
   j["options"] = {{"feature_batches", opt.feature_batches},
+                  {"running_batches", opt.running_batches},
                   {"final_kd_share", opt.final_kd_share},
                   {"lr", opt.lr},
                   {"min_lr", opt.min_lr},

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -146,6 +147,12 @@ class byte_bpe {
   }
 
   std::size_t vocab_size() const { return id_to_token_.size(); }
+  // The id of a whole token as the vocabulary spells it (a special such as <|endoftext|>), if present.
+  std::optional<std::int32_t> token_id(const std::string& token) const {
+    const auto it = token_to_id_.find(token);
+    if (it == token_to_id_.end()) return std::nullopt;
+    return it->second;
+  }
 
   std::vector<std::int32_t> encode(std::string_view text) const {
     std::vector<std::int32_t> ids;
