@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   cli.add_option("--ramp-end", ramp_end, "ramp: first student-only step, as a fraction of a visit")->check(CLI::Range(0., 1.));
   cli.add_option("--ramp-visit-steps", ramp_visit_steps, "steps of a visit the ramp fractions refer to; 0: the "
                  "budget's steps divided by the visits")->check(CLI::NonNegativeNumber);
-  cli.add_option("--seed", seed, "seed of the random visiting order");
+  cli.add_option("--order-seed", seed, "seed of the random visiting order");
   cli.add_flag("--core-only", core_only, "leave out the hard_to_easy and random orders");
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 

@@ -17,6 +17,7 @@ x=$build/experiments
 "$x/cache_tiers" "${common[@]}" --budget steps:40 --ring 2 --out "$work/ct" > "$work/ct.txt"
 "$x/segmentation_compare" "${common[@]}" --budget steps:24 --boundaries 2 --out "$work/sc" > "$work/sc.txt"
 "$x/lwcl_vs_kd" "${common[@]}" --budget 2 --e2e-final-only --out "$work/kd" > "$work/kd.txt"
+"$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds.txt"
 
 # Refused budgets: an lwcl::error on stderr and exit 2, nothing else.
 expect_error() {  # <expected text> <program> <args...>
@@ -128,5 +129,29 @@ if reach:
     assert s["time_to_reach_e2e_final"]["lwcl_run"] == reach[0]
 with open(os.path.join(work, "kd", "perplexity_vs_seconds.png"), "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-print("comparison_programs: 5 programs, their reports and refusals checked")
+# Three seeds: one run folder each, and the mean and sample standard deviation over them. Seed 0 is the
+# single run (the same calibration sample and data order: qs's perplexities to the bit); the seeds change
+# the calibration sample and the data order, not the teacher or the held-out sample.
+import statistics
+summary = json.load(open(os.path.join(work, "seeds", "report.json")))
+assert summary["seeds"] == ["seed_0", "seed_1", "seed_2"], summary["seeds"]
+per = [load(os.path.join("seeds", f"seed_{k}")) for k in range(3)]
+qs_rep, qs_cfg, qs_m = load("qs")
+for name in ("teacher", "pruned", "lwcl", "e2e_kd"):
+    assert per[0][2][name]["val_ppl"] == qs_m[name]["val_ppl"], (name, per[0][2][name]["val_ppl"], qs_m[name]["val_ppl"])
+sm = {m["name"]: m for m in summary["methods"]}
+assert list(sm) == ["teacher", "pruned", "lwcl", "e2e_kd"], list(sm)
+for name, m in sm.items():
+    vals = [p[2][name]["val_ppl"] for p in per]
+    assert m["val_ppl"]["values"] == vals, (name, m["val_ppl"], vals)
+    assert abs(m["val_ppl"]["mean"] - statistics.mean(vals)) < 1e-12 * statistics.mean(vals)
+    assert abs(m["val_ppl"]["sd"] - statistics.stdev(vals)) < 1e-9 * max(1.0, statistics.stdev(vals))
+assert sm["teacher"]["val_ppl"]["sd"] == 0  # one teacher, one held-out sample
+# Another calibration sample per seed: two samples may still prune the same groups, but not all three
+# here; another data order per seed: every recovered student differs.
+assert len(set(sm["pruned"]["val_ppl"]["values"])) >= 2, sm["pruned"]["val_ppl"]
+for name in ("lwcl", "e2e_kd"):
+    assert len(set(sm[name]["val_ppl"]["values"])) == 3, (name, sm[name]["val_ppl"])
+assert "| lwcl |" in open(os.path.join(work, "seeds", "table.md")).read()
+print("comparison_programs: 5 programs, their reports and refusals, and the seeds harness checked")
 PY

@@ -23,6 +23,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -71,8 +73,8 @@ template <class Backend, policies::pruning_criterion Criterion>
 std::unique_ptr<model::transformer<Backend>> prune_uniform(model::transformer<Backend>& teacher,
                                                            const data::shard& train, const Criterion& criterion,
                                                            double ratio, index_t B, index_t T,
-                                                           index_t calib_batches) {
-  const data::batch_loader calib(train, B, T, 0xC0FFEE);
+                                                           index_t calib_batches, std::uint64_t calib_seed = 0xC0FFEE) {
+  const data::batch_loader calib(train, B, T, calib_seed);
   const auto stats = prune::collect_statistics(teacher, calib, B, T, calib_batches);
   const auto scores = policies::score_groups(criterion, prune::make_scoring_input(teacher, stats));
   prune::allocation alloc;
@@ -179,17 +181,34 @@ class comparison {
   // Prepares the teacher and the pruned student (the first two rows), runs `body` (the methods), then
   // writes everything. Returns body's exit code (0 when it returns nothing), or 2 after an lwcl::error,
   // whose message goes to stderr.
+  // With --seeds N > 1, all of it once per seed, in <out>/seed_<s>/, and then the mean and standard
+  // deviation of every method's figures over the seeds in <out>/ (report.json, table.md).
   template <class Body>
   int run(Body&& body) {
     try {
       timer clock;
       total_ = budget_option(opt_.budget);
       std::filesystem::create_directories(opt_.out);
-      start();
+      const std::string out = opt_.out;
+      const std::uint64_t first = opt_.seed;
       int rc = 0;
-      if constexpr (std::is_void_v<std::invoke_result_t<Body&>>) body();
-      else rc = body();
-      finish(clock.seconds());
+      for (int k = 0; k < opt_.seeds && rc == 0; ++k) {
+        if (opt_.seeds > 1) {
+          opt_.seed = first + static_cast<std::uint64_t>(k);
+          opt_.out = (std::filesystem::path(out) / ("seed_" + std::to_string(opt_.seed))).string();
+          std::filesystem::create_directories(opt_.out);
+          std::printf("\n==== %s: seed %llu (%d of %d)\n", program_.c_str(), static_cast<unsigned long long>(opt_.seed),
+                      k + 1, opt_.seeds);
+        }
+        start();
+        if constexpr (std::is_void_v<std::invoke_result_t<Body&>>) body();
+        else rc = body();
+        finish(clock.seconds());
+        if (opt_.seeds > 1) keep_seed();
+      }
+      opt_.out = out;
+      opt_.seed = first;
+      if (opt_.seeds > 1 && rc == 0) summarise_seeds(clock.seconds());
       return rc;
     } catch (const lwcl::error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
@@ -309,6 +328,9 @@ class comparison {
   void write_plot(const comparison_detail::plot_request& p, const std::vector<method_row>& rows) const;
 
   void finish(double seconds_so_far);
+  // One seed done: its rows kept for the summary, the methods and what the body registered cleared.
+  void keep_seed();
+  void summarise_seeds(double seconds_so_far);
 
   std::string program_;
   CLI::App app_;
@@ -329,6 +351,7 @@ class comparison {
   nlohmann::ordered_json report_ = nlohmann::ordered_json::object();
   std::vector<std::string> columns_, notes_;
   std::vector<comparison_detail::plot_request> plots_;
+  std::vector<std::pair<std::uint64_t, std::vector<method_row>>> per_seed_;  // with --seeds > 1
 };
 
 // ---- the members compiled once per instantiation (experiments: in lwcl_host_instances) ----
@@ -387,6 +410,7 @@ std::vector<std::vector<std::string>> comparison<Backend, Criterion>::identical_
 template <class Backend, policies::pruning_criterion Criterion>
 void comparison<Backend, Criterion>::start() {
   namespace fs = std::filesystem;
+  rows_.clear();
   const index_t B = opt_.batch, T = opt_.seq;
   teacher_ = train::ensure_lm(be_, opt_.data, opt_.teacher, "tiny");
   const auto eot = eval::end_of_text_id((fs::path(opt_.data) / "tokenizer").string());
@@ -403,7 +427,8 @@ void comparison<Backend, Criterion>::start() {
   check(T <= t->config().max_seq, program_, ": --seq ", T, " exceeds the teacher's max_seq ", t->config().max_seq);
   teacher_parameters_ = t->num_parameters();
   timer clock;
-  auto p = prune_uniform(*t, train_shard, criterion_, opt_.ratio, B, T, static_cast<index_t>(opt_.calib_batches));
+  auto p = prune_uniform(*t, train_shard, criterion_, opt_.ratio, B, T, static_cast<index_t>(opt_.calib_batches),
+                         seeded(0xC0FFEE, opt_.seed));
   const double prune_seconds = clock.seconds();
   std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters in %.1f s\n",
               std::string(Criterion::name).c_str(), 100 * opt_.ratio, static_cast<long long>(teacher_parameters_),
@@ -616,6 +641,100 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
   }
   std::printf("%s: wrote %s/ (%s, one folder per method) in %.0f s\n", program_.c_str(), opt_.out.c_str(),
               files.c_str(), seconds_so_far);
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+void comparison<Backend, Criterion>::keep_seed() {
+  per_seed_.emplace_back(opt_.seed, rows());
+  recoveries_.clear();
+  report_ = nlohmann::ordered_json::object();
+  columns_.clear();
+  notes_.clear();
+  plots_.clear();
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+void comparison<Backend, Criterion>::summarise_seeds(double seconds_so_far) {
+  namespace fs = std::filesystem;
+  struct stat {
+    double mean = 0, sd = 0;
+    std::vector<double> values;
+  };
+  auto stat_of = [](std::vector<double> v) {
+    stat st;
+    st.values = std::move(v);
+    for (double x : st.values) st.mean += x;
+    st.mean /= static_cast<double>(st.values.size());
+    double ss = 0;
+    for (double x : st.values) ss += (x - st.mean) * (x - st.mean);
+    st.sd = st.values.size() > 1 ? std::sqrt(ss / static_cast<double>(st.values.size() - 1)) : 0.0;  // sample sd
+    return st;
+  };
+  // The main figures, and every numeric detail that every seed's row of the method has.
+  using field = std::pair<const char*, double (*)(const method_row&)>;
+  static const field fields[] = {
+      {"val_ppl", [](const method_row& r) { return r.val_ppl; }},
+      {"peak_compute_bytes", [](const method_row& r) { return r.peak_compute_bytes; }},
+      {"run_peak_compute_bytes", [](const method_row& r) { return r.run_peak_compute_bytes; }},
+      {"peak_cache_bytes", [](const method_row& r) { return r.peak_cache_bytes; }},
+      {"peak_resident_bytes", [](const method_row& r) { return r.peak_resident_bytes; }},
+      {"wall_seconds", [](const method_row& r) { return r.wall_seconds; }},
+      {"tokens", [](const method_row& r) { return static_cast<double>(r.tokens); }},
+      {"err_last", [](const method_row& r) { return r.cumulative_error.empty() ? 0.0 : r.cumulative_error.back(); }}};
+  nlohmann::ordered_json methods = nlohmann::ordered_json::array();
+  std::vector<std::string> seed_names;
+  for (const auto& [seed, rows] : per_seed_) seed_names.push_back("seed_" + std::to_string(seed));
+  std::string md = report::format("%d seeds (each its own calibration sample and data order): mean +- sample standard "
+                                  "deviation; validation perplexity: %s\n\n",
+                                  static_cast<int>(per_seed_.size()), protocol_.c_str());
+  md += "| method | val ppl | peak compute | run peak | peak cache | peak RSS | wall s | err (last) |\n";
+  md += "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::printf("\n%d seeds: mean +- sd (validation perplexity: %s)\n", static_cast<int>(per_seed_.size()), protocol_.c_str());
+  std::printf("%-26s %20s %24s %24s %12s\n", "method", "val ppl", "peak compute", "peak RSS", "wall s");
+  for (const auto& first : per_seed_.front().second) {
+    std::vector<const method_row*> rows;
+    for (const auto& [seed, seed_rows] : per_seed_)
+      for (const auto& r : seed_rows)
+        if (r.name == first.name) rows.push_back(&r);
+    if (rows.size() != per_seed_.size()) continue;  // a method not run under every seed
+    nlohmann::ordered_json m = {{"name", first.name}, {"seeds", rows.size()}};
+    std::map<std::string, stat> st;
+    for (const auto& [key, get] : fields) {
+      std::vector<double> v;
+      for (const auto* r : rows) v.push_back(get(*r));
+      st[key] = stat_of(std::move(v));
+    }
+    for (const auto& [k, v] : first.details.items()) {
+      if (!v.is_number()) continue;
+      std::vector<double> vals;
+      for (const auto* r : rows)
+        if (r->details.contains(k) && r->details.at(k).is_number()) vals.push_back(r->details.at(k).template get<double>());
+      if (vals.size() == rows.size()) st[k] = stat_of(std::move(vals));
+    }
+    for (const auto& [k, v] : st) m[k] = {{"mean", v.mean}, {"sd", v.sd}, {"values", v.values}};
+    methods.push_back(m);
+    auto pm = [&](const char* k, bool bytes) {
+      const auto& x = st.at(k);
+      if (x.mean == 0) return std::string("-");
+      if (bytes) return report::human_bytes(x.mean) + " +- " + (x.sd > 0 ? report::human_bytes(x.sd) : std::string("0"));
+      return report::format(std::string(k) == "val_ppl" || std::string(k) == "err_last" ? "%.3f +- %.3f" : "%.1f +- %.1f",
+                            x.mean, x.sd);
+    };
+    md += "| " + first.name + " | " + pm("val_ppl", false) + " | " + pm("peak_compute_bytes", true) + " | " +
+          pm("run_peak_compute_bytes", true) + " | " + pm("peak_cache_bytes", true) + " | " +
+          pm("peak_resident_bytes", true) + " | " + pm("wall_seconds", false) + " | " + pm("err_last", false) + " |\n";
+    std::printf("%-26s %20s %24s %24s %12s\n", first.name.c_str(), pm("val_ppl", false).c_str(),
+                pm("peak_compute_bytes", true).c_str(), pm("peak_resident_bytes", true).c_str(),
+                pm("wall_seconds", false).c_str());
+  }
+  const fs::path out(opt_.out);
+  write_text_atomic(out / "config.json", config_json().dump(2) + "\n");
+  nlohmann::ordered_json rep = {{"program", program_},     {"val_protocol", protocol_}, {"seeds", seed_names},
+                                {"methods", methods},      {"wall_seconds_total", seconds_so_far}};
+  write_text_atomic(out / "report.json", rep.dump(2) + "\n");
+  write_text_atomic(out / "table.md", md);
+  std::printf("%s: wrote %s/ (config.json, report.json, table.md over the seeds; one folder per seed) in %.0f s\n",
+              program_.c_str(), opt_.out.c_str(), seconds_so_far);
 }
 
 }  // namespace lwcl::distill::compare

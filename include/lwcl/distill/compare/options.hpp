@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -26,7 +27,17 @@ struct options {
   // document of the split; the test split's sample is scored too only for a final table.
   int eval_tokens = 32768;
   bool test_split = false;
+  // Repeated runs: seeds seed, seed + 1, ... (each its own calibration sample and training-data order;
+  // the teacher and the held-out sample stay); seed 0 draws what a single run always drew.
+  int seeds = 1;
+  std::uint64_t seed = 0;
 };
+
+// The seed of a loader for run seed `s`: `base` for seed 0 (what a single run draws), another stream
+// for every other seed.
+inline std::uint64_t seeded(std::uint64_t base, std::uint64_t s) {
+  return s == 0 ? base : base ^ (0x9E3779B97F4A7C15ULL * s + 0x632BE59BD9B4E019ULL);
+}
 
 // --data --teacher --budget --ratio --lr --batch --seq --feature-batches --calib-batches --out, where
 // `budget_help` says what the program's budget means; `pruning` false leaves out --ratio and
@@ -50,6 +61,9 @@ inline void add_options(CLI::App& app, options& o, const std::string& budget_hel
                  "every validation document)")->check(CLI::PositiveNumber);
   app.add_flag("--test-split", o.test_split, "also score every method on the test split's sample (final tables only: "
                "choose settings on validation)");
+  app.add_option("--seeds", o.seeds, "runs of every method, seeds --seed, --seed + 1, ... (calibration sample and data "
+                 "order); with more than one, mean and standard deviation over them")->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed, "the first seed (0: the single run's calibration sample and data order)");
   app.add_option("--out", o.out, "run directory");
 }
 
@@ -70,14 +84,14 @@ inline pipeline_options recovery_options(const options& o, budget total) {
   return po;
 }
 
-// The training batches every method draws: train.bin in batches of --batch x --seq under one seed, so
-// that all methods see the same stream. It stays where it is made: the loader refers to the shard.
+// The training batches every method draws: train.bin in batches of --batch x --seq under one seed (the
+// run's --seed), so that all methods see the same stream. It stays where it is made: the loader refers to the shard.
 struct training_stream {
   data::shard shard;
   data::batch_loader loader;
 
   explicit training_stream(const options& o)
-      : shard((std::filesystem::path(o.data) / "train.bin").string()), loader(shard, o.batch, o.seq, 0x5EED) {}
+      : shard((std::filesystem::path(o.data) / "train.bin").string()), loader(shard, o.batch, o.seq, seeded(0x5EED, o.seed)) {}
   training_stream(const training_stream&) = delete;
   training_stream& operator=(const training_stream&) = delete;
 };
