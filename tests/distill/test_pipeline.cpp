@@ -423,16 +423,31 @@ TEST_CASE("pipeline: each visit restarts at cached batch 0, or, with running_bat
     opts.running_batches = running;
     auto student = su.pruned();
     const auto dir = su.dir / (running ? "running" : "per_visit");
-    distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, dir);
+    const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, dir);
     std::ifstream metrics(dir / "metrics.jsonl");
     std::string line;
     std::vector<index_t> batches;
+    // The model FLOPs the run reports, counted again from what it recorded: the teacher pass (every
+    // cached batch through the teacher's 4 blocks), each refresh (every cached batch through the
+    // student's blocks between the boundaries), each segment step (three forwards of its blocks).
+    const double bt = 2 * 8, F = 32;
+    double flops = F * bt * prune::layers_flops_per_token(su.cfg, 0, 4, 8);
+    int refreshes = 0;
     while (std::getline(metrics, line)) {
       const auto j = nlohmann::json::parse(line);
-      if (j.contains("global_step")) batches.push_back(j.at("batch").get<index_t>());
+      if (j.contains("global_step")) {
+        batches.push_back(j.at("batch").get<index_t>());
+        flops += 3 * bt * prune::layers_flops_per_token(student.config, j.at("first").get<index_t>(), j.at("last").get<index_t>(), 8);
+      } else if (j.value("event", "") == "refresh") {
+        flops += F * bt * prune::layers_flops_per_token(student.config, j.at("from").get<index_t>(), j.at("boundary").get<index_t>(), 8);
+        ++refreshes;
+      }
     }
     REQUIRE(batches.size() == 32);
     for (std::size_t i = 0; i < batches.size(); ++i) CHECK(batches[i] == static_cast<index_t>(running ? i : i % 4));
+    CHECK(refreshes > 0);
+    CHECK(r.flops == flops);
+    CHECK(r.cpu_seconds > 0);
   }
 }
 

@@ -206,10 +206,15 @@ TEST_CASE("end-to-end KD reads a fresh batch every step, or cycles over cycle_ba
     eo.cycle_batches = cycle;
     eo.progress_bar = false;
     const auto path = su.dir / ("cycle_" + std::to_string(cycle) + ".jsonl");
+    distill::e2e_result res;
     {
       metrics_writer m(path.string());
-      distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, eo, &m);
+      res = distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, eo, &m);
     }
+    // Model FLOPs: per step the teacher's forward and the student's forward and backward (three forwards).
+    CHECK(res.flops == 7 * static_cast<double>(B * T) *
+                           (prune::flops_per_token(su.cfg, T) + 3 * prune::flops_per_token(kd_student->config(), T)));
+    CHECK(res.cpu_seconds > 0);
     std::ifstream in(path);
     std::string line;
     std::vector<long> batches;

@@ -24,6 +24,7 @@
 #include "lwcl/optim/adamw.hpp"
 #include "lwcl/optim/clip.hpp"
 #include "lwcl/optim/schedule.hpp"
+#include "lwcl/prune/plan.hpp"
 
 namespace lwcl::distill {
 
@@ -52,6 +53,10 @@ struct e2e_result {
   std::size_t peak_compute_bytes = 0;
   std::size_t declared_compute_bytes = 0;
   double seconds = 0;
+  double cpu_seconds = 0;  // the process's processor seconds while training (every thread)
+  // Model FLOPs: per step and token the teacher's forward and the student's forward and backward
+  // (counted as three forwards), prune::flops_per_token at the batch's sequence length.
+  double flops = 0;
   long tokens = 0;
   bool budget_exhausted = false;
 };
@@ -92,7 +97,10 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   std::unique_ptr<progress> bar;
   if (opt.progress_bar) bar = std::make_unique<progress>("e2e_kd", opt.steps);
   timer clock;
+  cpu_timer cpu;
   e2e_result res;
+  const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(teacher.config(), T) +
+                                                          3 * prune::flops_per_token(student.config(), T));
   for (long s = 1; s <= opt.steps; ++s) {
     if (opt.time_budget_seconds > 0 && clock.seconds() >= opt.time_budget_seconds) {
       res.budget_exhausted = true;
@@ -129,6 +137,7 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     res.loss_last = loss;
     res.steps = s;
     res.tokens += B * T;
+    res.flops += step_flops;
     if (metrics) metrics->write({{"step", s}, {"batch", opt.first_batch + static_cast<std::uint64_t>(k)}, {"loss", loss},
                                  {"seconds", clock.seconds()}});
     if (bar) bar->update(s, "kl " + std::to_string(loss).substr(0, 6));
@@ -141,6 +150,7 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
                                dlogits.view().bytes() + scratch.view().bytes() + tok.bytes() +
                                (hidden ? thidden.view().bytes() + dhidden.view().bytes() : 0);
   res.seconds = clock.seconds();
+  res.cpu_seconds = cpu.seconds();
   return res;
 }
 

@@ -156,17 +156,27 @@ inline index_t model_parameters(const model::model_config& cfg) {
 // blocks and the LM head, plus attention's scores and weighted sum averaged over causal positions
 // ((seq + 1) / 2 keys per query; `seq` keys for a bidirectional encoder). Norms, activations and
 // softmax are left out: they are O(width), not O(width^2).
-inline double flops_per_token(const model::model_config& cfg, index_t seq) {
+// Forward FLOPs per token of block l alone (its projections, attention's scores and weighted sum, its
+// FFN), as flops_per_token counts them.
+inline double layer_flops_per_token(const model::model_config& cfg, index_t l, index_t seq) {
   const double C = static_cast<double>(cfg.d_model), D = static_cast<double>(cfg.head_dim);
   const double keys = cfg.traits().causal ? (static_cast<double>(seq) + 1) / 2 : static_cast<double>(seq);
-  double f = 2 * C * static_cast<double>(cfg.vocab);
-  for (const auto& L : cfg.layers) {
-    const double q = static_cast<double>(L.n_heads) * D, kv = static_cast<double>(L.n_kv_heads) * D;
-    f += 2 * C * (q + 2 * kv) + 2 * q * C;
-    f += 2 * 2 * keys * q;  // scores and weighted sum over every query head
-    f += (cfg.traits().gated_mlp ? 3 : 2) * 2 * C * static_cast<double>(L.ffn);
-  }
+  const auto& L = cfg.layers[static_cast<std::size_t>(l)];
+  const double q = static_cast<double>(L.n_heads) * D, kv = static_cast<double>(L.n_kv_heads) * D;
+  double f = 2 * C * (q + 2 * kv) + 2 * q * C;
+  f += 2 * 2 * keys * q;  // scores and weighted sum over every query head
+  f += (cfg.traits().gated_mlp ? 3 : 2) * 2 * C * static_cast<double>(L.ffn);
   return f;
+}
+// Blocks [first, last) together.
+inline double layers_flops_per_token(const model::model_config& cfg, index_t first, index_t last, index_t seq) {
+  double f = 0;
+  for (index_t l = first; l < last; ++l) f += layer_flops_per_token(cfg, l, seq);
+  return f;
+}
+inline double flops_per_token(const model::model_config& cfg, index_t seq) {
+  return 2 * static_cast<double>(cfg.d_model) * static_cast<double>(cfg.vocab) +
+         layers_flops_per_token(cfg, 0, cfg.n_layers(), seq);
 }
 
 }  // namespace lwcl::prune

@@ -379,6 +379,8 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   r.row.run_peak_compute_bytes = static_cast<double>(res.peak_compute_bytes);
   r.row.peak_resident_bytes = static_cast<double>(resident);
   r.row.details["declared_compute_bytes"] = res.declared_compute_bytes;
+  r.row.details["train_flops"] = res.flops;
+  r.row.details["cpu_seconds"] = res.cpu_seconds;
   r.row.details["run_peak_total_bytes"] = res.peak_compute_bytes;
   r.row.wall_seconds = res.seconds;
   r.row.tokens = res.tokens;
@@ -492,6 +494,8 @@ auto comparison<Backend, Criterion>::record_pipeline(const std::string& name, pi
   row.peak_resident_bytes = static_cast<double>(res.peak_resident_bytes);
   row.peak_cache_bytes = static_cast<double>(res.peak_cache_bytes);
   row.details["run_peak_total_bytes"] = res.run_peak_total_bytes;
+  row.details["train_flops"] = res.flops;
+  row.details["cpu_seconds"] = res.cpu_seconds;
   row.wall_seconds = res.seconds;
   row.tokens = res.tokens;
   const auto& u = res.cache.store;
@@ -663,8 +667,10 @@ void comparison<Backend, Criterion>::summarise_seeds(double seconds_so_far) {
   auto stat_of = [](std::vector<double> v) {
     stat st;
     st.values = std::move(v);
-    for (double x : st.values) st.mean += x;
-    st.mean /= static_cast<double>(st.values.size());
+    // Shifted by the first value, so that equal values give their value and a deviation of exactly 0.
+    double shift = 0;
+    for (double x : st.values) shift += x - st.values.front();
+    st.mean = st.values.front() + shift / static_cast<double>(st.values.size());
     double ss = 0;
     for (double x : st.values) ss += (x - st.mean) * (x - st.mean);
     st.sd = st.values.size() > 1 ? std::sqrt(ss / static_cast<double>(st.values.size() - 1)) : 0.0;  // sample sd

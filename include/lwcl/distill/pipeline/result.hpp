@@ -96,10 +96,17 @@ struct run_totals {
   std::size_t peak_compute_bytes = 0;          // the largest visit's declared compute bytes
   std::size_t kd_peak_compute_bytes = 0;       // the final KD stage's (teacher and student resident), 0 without it
   bool teacher_loaded = false, budget_exhausted = false;
+  // Model FLOPs of the work done (evaluation left out), forward counted once and a step's forward and
+  // backward as three forwards, prune::layer_flops_per_token at the batch's sequence length: the teacher
+  // pass (the teacher's blocks below the last boundary, per cached batch computed), difficulty
+  // measurements (a forward of each measured segment), refreshes (the student's blocks between the
+  // boundaries, per cached batch), segment steps (the segment's blocks, three forwards) and the final KD
+  // stage (e2e_result::flops). cpu_seconds: the process's processor seconds over the run.
+  double flops = 0, cpu_seconds = 0;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(run_totals, visits, segment_steps, kd_steps, tokens, teacher_pass_seconds, kd_seconds,
                                    refresh_seconds, step_seconds, stall_seconds, peak_compute_bytes, kd_peak_compute_bytes,
-                                   teacher_loaded, budget_exhausted)
+                                   teacher_loaded, budget_exhausted, flops, cpu_seconds)
 
 // The whole run (report.json): its totals, and what it was, where it ended, what it held.
 struct pipeline_result : run_totals {

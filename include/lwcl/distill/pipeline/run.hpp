@@ -59,6 +59,7 @@
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/elementwise.hpp"
 #include "lwcl/optim/schedule.hpp"
+#include "lwcl/prune/plan.hpp"
 #include "lwcl/policies/concepts.hpp"
 
 namespace lwcl::distill {
@@ -209,6 +210,8 @@ class pipeline_run {
   metrics_writer metrics_;
   std::unique_ptr<progress> bar_;
   timer clock_;
+  cpu_timer cpu_;
+  double cpu_before_ = 0;  // processor seconds of the processes before a resumption
   double elapsed_before_ = 0;
   long steps_this_process_ = 0;
   std::size_t peak_staging_ = 0;
@@ -327,6 +330,7 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
                                                  : run_peak_[static_cast<int>(Backend::memory_tier)];
   res_.peak_resident_bytes = rss ? peak_resident_bytes() : 0;
   res_.seconds = elapsed_before_ + clock_.seconds();
+  res_.cpu_seconds = cpu_before_ + cpu_.seconds();
   cache_.reset();
   metrics_.close();
   if (opt_.save_student) {
@@ -372,6 +376,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::teacher_pass(const teacher_source
       res_.teacher_loaded = true;
     }
     loader_.batch(static_cast<std::uint64_t>(b), ids, targets);
+    res_.flops += static_cast<double>(B_ * T_) * prune::layers_flops_per_token(teacher->config(), 0, wanted.back(), T_);
     model::for_each_layer_output(
         *teacher, ids, B_, T_,
         [&](index_t boundary, const tensor& h) {
@@ -412,6 +417,7 @@ std::vector<double> pipeline_run<Backend, CachePolicy, Loss>::initial_losses(con
     segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
                                             loss_, opt_.clip);
     d.push_back(seg.loss(x, y.view()));
+    res_.flops += static_cast<double>(B_ * T_) * prune::layers_flops_per_token(st_.config, sg.first, sg.last, T_);
   }
   return d;
 }
@@ -584,6 +590,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::record_step(const visit_report& r
   ++res_.segment_steps;
   ++steps_this_process_;
   res_.tokens += B_ * T_;
+  res_.flops += 3 * static_cast<double>(B_ * T_) * prune::layers_flops_per_token(st_.config, rep.first, rep.last, T_);
   metrics_.write({{"global_step", res_.segment_steps},
                   {"phase", p},
                   {"position", pos},
@@ -664,6 +671,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& lo
   st_ = student_state::of(*net);
   res_.kd_steps = r.steps;
   res_.tokens += r.tokens;
+  res_.flops += r.flops;
   res_.kd_peak_compute_bytes = r.peak_compute_bytes;
   res_.kd_seconds = t.seconds();
   res_.budget_exhausted = res_.budget_exhausted || r.budget_exhausted;
@@ -696,6 +704,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::save_checkpoint(std::size_t phase
   c.kd_done = kd_done;
   if (seg) c.partial = partial.to_json();
   c.totals = res_;
+  c.totals.cpu_seconds = cpu_before_ + cpu_.seconds();
   c.seconds = elapsed();
   c.peak_staging_bytes = peak_staging_;
   c.student_parameters = st_.params.size();
@@ -711,6 +720,7 @@ template <class Backend, class CachePolicy, class Loss>
 checkpoint_state pipeline_run<Backend, CachePolicy, Loss>::load_checkpoint(const std::filesystem::path& dir) {
   auto c = read_checkpoint(dir, st_.params, fingerprint_);
   static_cast<run_totals&>(res_) = c.totals;
+  cpu_before_ = c.totals.cpu_seconds;
   sf_->restore_versions(c.feature_versions);
   partial_ = c.partial;
   peak_staging_ = c.peak_staging_bytes;
@@ -724,6 +734,8 @@ void pipeline_run<Backend, CachePolicy, Loss>::refresh(index_t a) {
   const auto r = sf_->refresh(a);
   if (!r) return;
   res_.refresh_seconds += r->seconds;
+  res_.flops += static_cast<double>(opt_.feature_batches * B_ * T_) *
+                prune::layers_flops_per_token(st_.config, r->from, r->boundary, T_);
   if (metrics_.is_open()) {
     // Filled field by field: nvcc's front end rejects a nested braced list here.
     nlohmann::json rec;
