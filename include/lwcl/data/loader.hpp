@@ -49,4 +49,20 @@ class batch_loader {
   std::uint64_t seed_;
 };
 
+// FNV-1a over the token ids of batches 0 .. n - 1 of `loader` (each id's four bytes, low first): which
+// data a run read, for checkpoint fingerprints and reports.
+inline std::uint64_t batches_hash(const batch_loader& loader, index_t n) {
+  std::uint64_t h = 1469598103934665603ULL;
+  std::vector<std::int32_t> ids, targets;
+  for (index_t b = 0; b < n; ++b) {
+    loader.batch(static_cast<std::uint64_t>(b), ids, targets);
+    for (std::int32_t id : ids)
+      for (int k = 0; k < 4; ++k) {
+        h ^= (static_cast<std::uint32_t>(id) >> (8 * k)) & 0xffu;
+        h *= 1099511628211ULL;
+      }
+  }
+  return h;
+}
+
 }  // namespace lwcl::data

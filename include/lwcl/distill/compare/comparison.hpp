@@ -453,8 +453,12 @@ void comparison<Backend, Criterion>::start() {
   pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
   pr.wall_seconds = prune_seconds;
   pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
-  rows_.push_back(pr);
   stream_.emplace(opt_);
+  // Which data this seed drew: the calibration batches and the first training batches every method reads.
+  pr.details["calibration_hash"] = std::to_string(data::batches_hash(
+      data::batch_loader(train_shard, B, T, seeded(0xC0FFEE, opt_.seed)), static_cast<index_t>(opt_.calib_batches)));
+  pr.details["training_stream_hash"] = std::to_string(data::batches_hash(stream_->loader, 2));
+  rows_.push_back(pr);
 }
 
 template <class Backend, policies::pruning_criterion Criterion>

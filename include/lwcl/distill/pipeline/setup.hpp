@@ -66,16 +66,7 @@ inline std::map<std::string, std::string> labelled_policies(std::map<std::string
 inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::batch_loader& loader,
                                       const std::vector<index_t>& tlo, const std::map<std::string, std::string>& policies,
                                       dtype type) {
-  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the feature batches' token ids
-  std::vector<std::int32_t> ids, targets;
-  for (index_t b = 0; b < opt.feature_batches; ++b) {
-    loader.batch(static_cast<std::uint64_t>(b), ids, targets);
-    for (std::int32_t id : ids)
-      for (int k = 0; k < 4; ++k) {
-        h ^= (static_cast<std::uint32_t>(id) >> (8 * k)) & 0xffu;
-        h *= 1099511628211ULL;
-      }
-  }
+  const std::uint64_t h = data::batches_hash(loader, opt.feature_batches);  // the feature batches' token ids
   return {{"batch", loader.batch_size()},
           {"seq_len", loader.seq_len()},
           {"feature_batches", opt.feature_batches},
