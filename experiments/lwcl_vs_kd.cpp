@@ -1,69 +1,90 @@
-// lwcl_vs_kd: time to quality. The same Wanda-sp 50% student recovered by layer-wise curriculum
-// learning (the default bundle) and by end-to-end logit KD, each under wall-clock budgets S/4, S/2, 3S/4
-// and S, alternating so that a change in the machine's load over the run falls on both. Reports each
-// run's perplexity and wall seconds, the peak compute memory of LWCL over that of end-to-end KD, the
-// smallest LWCL budget that reaches end-to-end KD's perplexity at S (and the ratio of the wall times),
-// and both perplexities at equal budget S. Writes <out>/{config.json, report.json with a "summary",
-// table.md, cumulative_error.png, perplexity_vs_seconds.png} and one run directory per run.
-#include <algorithm>
+// lwcl_vs_kd: time to quality. The same pruned student (Wanda-sp; --ratio of heads and FFN channels,
+// --depth of the layers) recovered under one budget by layer-wise curriculum learning (the default
+// bundle), layer-wise training without curriculum, and end-to-end logit KD, each evaluated on a held-out
+// sample at --curve-points points of its budget (and after every layer-wise visit), the evaluations'
+// time excluded. Read off those curves: the wall seconds, processor seconds and model FLOPs at which
+// each layer-wise method first reaches end-to-end KD's final perplexity, against what end-to-end KD
+// spent to reach it; the perplexities at the common budget; and the peak memory of each. With --seeds N
+// every figure as mean +- sd over the seeds. Writes <out>/{config.json, report.json with a "summary",
+// table.md, quality_vs_seconds.png, quality_vs_flops.png, cumulative_error.png} and one run directory
+// per method (per seed).
 #include <string>
 #include <vector>
 
 #include "host_instances.hpp"
+#include "lwcl/policies/cache/host.hpp"
+#include "lwcl/policies/curriculum/curriculum.hpp"
+#include "lwcl/policies/curriculum/teacher_inputs.hpp"
 
 using namespace lwcl;
+namespace cur = lwcl::policies::curriculum;
 
 int main(int argc, char** argv) {
-  experiments::comparison cmp("lwcl_vs_kd", "lwcl vs end-to-end KD: perplexity against wall-clock budget",
-                              "90", "S, the largest wall-clock budget: seconds (a plain number or seconds:N)");
-  bool e2e_final_only = false;
-  cmp.cli().add_flag("--e2e-final-only", e2e_final_only, "run end-to-end KD at S only (one run instead of four)");
+  experiments::comparison cmp("lwcl_vs_kd", "lwcl vs end-to-end KD: time to quality, read off held-out curves", "90",
+                              "the budget of every method: seconds (a plain number or seconds:N), steps:N or tokens:N");
+  cmp.defaults().curve_points = 12;
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   return cmp.run([&] {
-    check(cmp.total().unit == distill::budget_unit::seconds, "lwcl_vs_kd: the budget is ", cmp.total().str(),
-          "; time to quality needs wall-clock seconds (a plain number or seconds:N)");
-    const double S = cmp.total().amount;
-    std::vector<const distill::compare::method_row*> lw, kd;
-    for (const double f : {0.25, 0.5, 0.75, 1.0}) {
-      const distill::budget b{distill::budget_unit::seconds, f * S};
-      lw.push_back(&cmp.recover(report::format("lwcl_%gs", b.amount), cmp.recovery_options(b)).row);
-      if (e2e_final_only && f < 1.0) continue;
-      kd.push_back(&cmp.e2e_kd(report::format("e2e_kd_%gs", b.amount), b).row);
-    }
-    auto peak = [](const auto& v) {
-      double m = 0;
-      for (const auto* r : v) m = std::max(m, r->peak_compute_bytes);
-      return m;
-    };
-    const auto& kd_S = *kd.back();
-    const auto& lw_S = *lw.back();
-    const auto reach = std::find_if(lw.begin(), lw.end(), [&](const auto* r) { return r->val_ppl <= kd_S.val_ppl; });
-    nlohmann::ordered_json summary = {{"budget_seconds", S},
-                                      {"peak_compute_bytes", {{"lwcl", peak(lw)}, {"e2e_kd", peak(kd)}}},
-                                      {"peak_compute_ratio_lwcl_over_e2e", peak(lw) / peak(kd)},
-                                      {"e2e_final", {{"val_ppl", kd_S.val_ppl}, {"wall_seconds", kd_S.wall_seconds}}},
-                                      {"time_to_reach_e2e_final", {{"reached", reach != lw.end()}}},
-                                      {"equal_budget", {{"lwcl_val_ppl", lw_S.val_ppl}, {"e2e_val_ppl", kd_S.val_ppl},
-                                                        {"ppl_ratio_lwcl_over_e2e", lw_S.val_ppl / kd_S.val_ppl}}}};
+    check(cmp.opt().curve_points > 0, "lwcl_vs_kd: --curve-points is 0; time to quality is read off the curves");
+    std::vector<distill::compare::method_row*> layerwise = {
+        &cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{})).row,
+        &cmp.recover("layerwise_no_curriculum", cmp.recovery_options(), slot<key::cache>(policies::cache::host{}),
+                     slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{})).row};
+    auto& kd = cmp.e2e_kd("e2e_kd", cmp.total()).row;
+
+    // The target: end-to-end KD's perplexity at the end of its budget on the curves' sample.
+    const double target = kd.details.at("curve").back().at("ppl").get<double>();
+    const auto kd_reach = cmp.reaching(kd, target);  // its first point at or below its own final value
     using report::format;
-    cmp.note(format("peak compute: lwcl %s, e2e_kd %s (lwcl / e2e_kd = %.3f)", report::human_bytes(peak(lw)).c_str(),
-                    report::human_bytes(peak(kd)).c_str(), peak(lw) / peak(kd)));
-    if (reach != lw.end()) {
-      const auto& r = **reach;
-      summary["time_to_reach_e2e_final"] = {{"reached", true}, {"lwcl_run", r.name}, {"lwcl_val_ppl", r.val_ppl},
-                                            {"lwcl_wall_seconds", r.wall_seconds},
-                                            {"ratio_lwcl_over_e2e_wall", r.wall_seconds / kd_S.wall_seconds}};
-      cmp.note(format("time to reach %s's perplexity %.3f: %s reaches %.3f in %.1f s, %.3f x e2e_kd's %.1f s",
-                      kd_S.name.c_str(), kd_S.val_ppl, r.name.c_str(), r.val_ppl, r.wall_seconds,
-                      r.wall_seconds / kd_S.wall_seconds, kd_S.wall_seconds));
-    } else {
-      cmp.note(format("time to reach %s's perplexity %.3f: no lwcl budget up to %gs reaches it", kd_S.name.c_str(),
-                      kd_S.val_ppl, S));
+    nlohmann::ordered_json summary = {{"target_ppl", target},
+                                      {"curve_sample", cmp.curve_sample().protocol()},
+                                      {"e2e_kd", {{"seconds", kd_reach->seconds}, {"cpu_seconds", kd_reach->cpu_seconds},
+                                                  {"flops", kd_reach->flops}, {"val_ppl", kd.val_ppl},
+                                                  {"peak_compute_bytes", kd.peak_compute_bytes}}}};
+    cmp.note(format("target: e2e_kd's final perplexity %.3f on the curves' sample (%s), first reached after %.1f s, "
+                    "%.1f processor s, %.3g FLOPs", target, cmp.curve_sample().protocol().c_str(), kd_reach->seconds,
+                    kd_reach->cpu_seconds, kd_reach->flops));
+    // The pruned student may already be as good as end-to-end KD's end (a budget too small to help):
+    // then nothing had to be spent to reach the target and no ratio of costs is defined.
+    const bool defined = kd_reach->flops > 0;
+    if (!defined)
+      cmp.note("the pruned student already meets e2e_kd's final perplexity: time to quality is not defined at this budget");
+    for (auto* r : layerwise) {
+      auto& d = r->details;
+      d["equal_budget_ppl_ratio"] = r->val_ppl / kd.val_ppl;
+      d["peak_compute_ratio"] = r->peak_compute_bytes / kd.peak_compute_bytes;
+      d["run_peak_compute_ratio"] = r->run_peak_compute_bytes / kd.run_peak_compute_bytes;
+      const auto reach = cmp.reaching(*r, target);
+      d["reached_target"] = reach ? 1 : 0;
+      nlohmann::ordered_json s = {{"reached", reach.has_value()},
+                                  {"equal_budget_ppl_ratio", d["equal_budget_ppl_ratio"]},
+                                  {"peak_compute_ratio", d["peak_compute_ratio"]},
+                                  {"run_peak_compute_ratio", d["run_peak_compute_ratio"]}};
+      if (reach && defined) {
+        d["time_to_target_seconds"] = reach->seconds;
+        d["time_to_target_ratio"] = reach->seconds / kd_reach->seconds;
+        d["cpu_to_target_ratio"] = reach->cpu_seconds / kd_reach->cpu_seconds;
+        d["flops_to_target_ratio"] = reach->flops / kd_reach->flops;
+        s.update({{"seconds", reach->seconds}, {"cpu_seconds", reach->cpu_seconds}, {"flops", reach->flops},
+                  {"time_ratio", d["time_to_target_ratio"]}, {"cpu_ratio", d["cpu_to_target_ratio"]},
+                  {"flops_ratio", d["flops_to_target_ratio"]}});
+        cmp.note(format("%s reaches it after %.1f s (%.3f x e2e_kd), %.1f processor s (%.3f x), %.3g FLOPs (%.3f x)",
+                        r->name.c_str(), reach->seconds, reach->seconds / kd_reach->seconds, reach->cpu_seconds,
+                        reach->cpu_seconds / kd_reach->cpu_seconds, reach->flops, reach->flops / kd_reach->flops));
+      } else if (!reach) {
+        const auto& last = r->details.at("curve").back();
+        cmp.note(format("%s does not reach it within the budget (its best %.3f at the end)", r->name.c_str(),
+                        last.at("ppl").get<double>()));
+      }
+      cmp.note(format("%s at the common budget: perplexity %.3f against e2e_kd's %.3f (ratio %.3f); peak compute %.3f x, "
+                      "whole-run peak %.3f x e2e_kd's", r->name.c_str(), r->val_ppl, kd.val_ppl,
+                      r->val_ppl / kd.val_ppl, r->peak_compute_bytes / kd.peak_compute_bytes,
+                      r->run_peak_compute_bytes / kd.run_peak_compute_bytes));
+      summary[r->name] = s;
     }
-    cmp.note(format("equal budget %gs: lwcl %.3f, e2e_kd %.3f (ratio %.3f)", S, lw_S.val_ppl, kd_S.val_ppl,
-                    lw_S.val_ppl / kd_S.val_ppl));
+    cmp.columns({"train_flops", "cpu_seconds", "time_to_target_ratio", "flops_to_target_ratio", "equal_budget_ppl_ratio",
+                 "peak_compute_ratio"});
     cmp.report()["summary"] = summary;
-    cmp.plot("perplexity_vs_seconds.png", "validation perplexity vs wall seconds", "wall_seconds", "val_ppl", "method");
   });
 }

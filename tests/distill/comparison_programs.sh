@@ -16,7 +16,9 @@ x=$build/experiments
 "$x/curriculum_ablation" "${common[@]}" --budget steps:56 --out "$work/ca" > "$work/ca.txt"
 "$x/cache_tiers" "${common[@]}" --budget steps:40 --ring 2 --out "$work/ct" > "$work/ct.txt"
 "$x/segmentation_compare" "${common[@]}" --budget steps:24 --boundaries 2 --out "$work/sc" > "$work/sc.txt"
-"$x/lwcl_vs_kd" "${common[@]}" --budget 2 --e2e-final-only --out "$work/kd" > "$work/kd.txt"
+"$x/lwcl_vs_kd" "${common[@]}" --budget steps:24 --curve-points 4 --out "$work/kd" > "$work/kd.txt"
+"$x/lwcl_vs_kd" "${common[@]}" --budget 2 --out "$work/kds" > "$work/kds.txt"
+"$x/quickstart" "${common[@]}" --budget steps:16 --depth 0.5 --ratio 0 --skip-no-curriculum --out "$work/depth" > "$work/depth.txt"
 "$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds.txt"
 
 # Refused budgets: an lwcl::error on stderr and exit 2, nothing else.
@@ -33,7 +35,7 @@ expect_error() {  # <expected text> <program> <args...>
     exit 1
   }
 }
-expect_error "time to quality needs wall-clock seconds" "$x/lwcl_vs_kd" "${common[@]}" --budget steps:10 --out "$work/e1"
+expect_error "time to quality is read off the curves" "$x/lwcl_vs_kd" "${common[@]}" --budget steps:10 --curve-points 0 --out "$work/e1"
 expect_error "every tier trains the same steps" "$x/cache_tiers" "${common[@]}" --budget seconds:5 --out "$work/e2"
 expect_error "give --ramp-visit-steps" "$x/curriculum_ablation" "${common[@]}" --budget 5 --out "$work/e3"
 
@@ -117,18 +119,60 @@ assert m["uniform2"]["segments"] == "[0,2) [2,4)", m["uniform2"]["segments"]
 assert m["uniform1"]["peak_compute_bytes"] < m["uniform4"]["peak_compute_bytes"]
 assert m["growing_student"]["policies"]["segmentation"] == m["growing"]["policies"]["segmentation"]
 
-rep, cfg, m = load("kd")
-assert list(m)[2:] == ["lwcl_0.5s", "lwcl_1s", "lwcl_1.5s", "lwcl_2s", "e2e_kd_2s"], list(m)
-s = rep["summary"]
-assert s["equal_budget"]["lwcl_val_ppl"] == m["lwcl_2s"]["val_ppl"] and s["e2e_final"]["val_ppl"] == m["e2e_kd_2s"]["val_ppl"]
-assert abs(s["peak_compute_ratio_lwcl_over_e2e"] - max(m[n]["peak_compute_bytes"] for n in list(m)[2:6]) /
-           m["e2e_kd_2s"]["peak_compute_bytes"]) < 1e-12
-reach = [n for n in list(m)[2:6] if m[n]["val_ppl"] <= m["e2e_kd_2s"]["val_ppl"]]
-assert s["time_to_reach_e2e_final"]["reached"] == bool(reach), (s, reach)
-if reach:
-    assert s["time_to_reach_e2e_final"]["lwcl_run"] == reach[0]
-with open(os.path.join(work, "kd", "perplexity_vs_seconds.png"), "rb") as f:
-    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+# Time to quality off the curves: every method's held-out perplexity before training, at 4 points of
+# its 24 steps (layer-wise: after every visit), FLOPs to the end; the target is e2e_kd's last point, and
+# each layer-wise figure is where its curve first reaches it (interpolated between the points around it).
+def reach(curve, target):
+    for i, p in enumerate(curve):
+        if p["ppl"] <= target:
+            if i == 0 or not curve[i - 1]["ppl"] > p["ppl"]:
+                return p
+            a = curve[i - 1]
+            f = (a["ppl"] - target) / (a["ppl"] - p["ppl"])
+            return {k: a[k] + f * (p[k] - a[k]) for k in ("seconds", "cpu_seconds", "flops")}
+    return None
+
+for run in ("kd", "kds"):
+    rep, cfg, m = load(run)
+    assert list(m)[2:] == ["lwcl", "layerwise_no_curriculum", "e2e_kd"], list(m)
+    for name in list(m)[2:]:
+        c = m[name]["curve"]
+        assert c[0]["step"] == 0 and c[0]["flops"] <= m[name]["train_flops"], (run, name, c[0])
+        for a, b in zip(c, c[1:]):
+            assert b["step"] > a["step"] and b["seconds"] >= a["seconds"] and b["flops"] > a["flops"], (run, name, a, b)
+        assert c[-1]["flops"] == m[name]["train_flops"] and m[name]["eval_seconds"] > 0, (run, name, c[-1])
+        for f in ("quality_vs_seconds.png", "quality_vs_flops.png"):
+            with open(os.path.join(work, run, f), "rb") as fh:
+                assert fh.read(8) == b"\x89PNG\r\n\x1a\n", (run, f)
+    kd_curve = m["e2e_kd"]["curve"]
+    if run == "kd":
+        assert [p["step"] for p in kd_curve] == [0, 6, 12, 18, 24], kd_curve
+        assert len(m["lwcl"]["curve"]) == m["lwcl"]["visits"] + 1, (len(m["lwcl"]["curve"]), m["lwcl"]["visits"])
+        # The pruned student's point: the same sample and model before any step, on both sides.
+        assert m["lwcl"]["curve"][0]["ppl"] == kd_curve[0]["ppl"], (m["lwcl"]["curve"][0], kd_curve[0])
+    s = rep["summary"]
+    target = kd_curve[-1]["ppl"]
+    assert s["target_ppl"] == target, (s["target_ppl"], target)
+    kd_at = reach(kd_curve, target)
+    for name in ("lwcl", "layerwise_no_curriculum"):
+        r = reach(m[name]["curve"], target)
+        assert s[name]["reached"] == (r is not None) and m[name]["reached_target"] == (1 if r else 0), (run, name, s[name])
+        assert ("time_ratio" in s[name]) == (r is not None and kd_at["flops"] > 0), (run, name, s[name])
+        assert abs(s[name]["equal_budget_ppl_ratio"] - m[name]["val_ppl"] / m["e2e_kd"]["val_ppl"]) < 1e-12
+        if r and kd_at["flops"] > 0:  # (the pruned student may already be as good as e2e_kd's end)
+            for k, key in (("seconds", "time_ratio"), ("cpu_seconds", "cpu_ratio"), ("flops", "flops_ratio")):
+                assert abs(s[name][key] - r[k] / kd_at[k]) <= 1e-9 * r[k] / kd_at[k], (run, name, key, s[name][key], r, kd_at)
+# Depth halved: block influence keeps 2 of the 4 teacher layers, the layer map says which teacher layers
+# each student layer replaces, and the cumulative error is read at the student's 2 boundaries.
+drep = json.load(open(os.path.join(work, "depth", "report.json")))
+dm = {x["name"]: x for x in drep["methods"]}
+assert dm["pruned"]["layers"] == 2 and drep["student_parameters"] < drep["teacher_parameters"], dm["pruned"]
+b = dm["pruned"]["boundaries"]
+assert len(b) == 3 and b[0] == 0 and b[-1] == 4 and b == sorted(set(b)), b
+assert 0.4 < dm["pruned"]["block_removed_fraction"] < 0.6, dm["pruned"]["block_removed_fraction"]
+for name in ("pruned", "lwcl", "e2e_kd"):
+    assert len(dm[name]["cumulative_error"]) == 2 and math.isfinite(dm[name]["val_ppl"]), (name, dm[name])
+assert dm["lwcl"]["val_ppl"] != dm["pruned"]["val_ppl"], dm["lwcl"]["val_ppl"]  # trained
 # Three seeds: one run folder each, and the mean and sample standard deviation over them. Seed 0 is the
 # single run (the same calibration sample and data order: qs's perplexities to the bit); the seeds change
 # the calibration sample and the data order, not the teacher or the held-out sample.
@@ -156,5 +200,5 @@ for key in ("calibration_hash", "training_stream_hash"):
 for name in ("lwcl", "e2e_kd"):
     assert len(set(sm[name]["val_ppl"]["values"])) == 3, (name, sm[name]["val_ppl"])
 assert "| lwcl |" in open(os.path.join(work, "seeds", "table.md")).read()
-print("comparison_programs: 5 programs, their reports and refusals, and the seeds harness checked")
+print("comparison_programs: 5 programs, their reports and refusals, the quality curves, depth pruning and the seeds harness checked")
 PY

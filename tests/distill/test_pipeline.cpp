@@ -5,12 +5,14 @@
 // cache policies steer the run; budgets and bad input fail clearly.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -410,6 +412,63 @@ TEST_CASE("pipeline: recovery lowers the held-out KL; the tracker's peak in ever
   const auto rep = nlohmann::json::parse(read_text(su.dir / "run" / "report.json"));
   CHECK(rep.at("val_ppl").get<double>() == r.val_ppl);
   CHECK(rep.at("visits").size() == 8);
+}
+
+TEST_CASE("pipeline: the quality curve, before the first visit, after every visit and through the final KD stage, "
+          "changes nothing and counts in no figure") {
+  setup su(dtype::f32, "lwcl_test_pipeline_curve");
+  const data::batch_loader loader(*su.shard, 2, 8, 5);
+  using grown = pol::curriculum::curriculum<pol::curriculum::easy_to_hard, pol::curriculum::ramp, pol::curriculum::doubling>;
+  grown cur;
+  cur.inputs = {1, 4};
+  cur.growth.final_kd = true;
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur));
+  auto plain_opts = quiet(70);  // 7 visits of 8 steps, 14 KD steps
+  auto plain = su.pruned();
+  const auto r0 = distill::make_pipeline(su.be, bundle, plain_opts).run(su.source(), plain, identity4, loader, su.dir / "plain");
+
+  auto opts = quiet(70);
+  opts.eval_every = 5;
+  std::vector<double> seen;
+  opts.probe = [&](const distill::student_state& s) {
+    buffer<backend::cpu> scratch(su.be, std::size_t(64) << 20);  // an evaluation's buffers: in no peak
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    double sum = 0;
+    for (const double w : s.params) sum += w * w;
+    seen.push_back(sum);
+    return 100.0 - static_cast<double>(seen.size());
+  };
+  auto probed = su.pruned();
+  const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), probed, identity4, loader, su.dir / "probed");
+  CHECK(probed.params == plain.params);  // bitwise: the probe only looks
+  CHECK(r.flops == r0.flops);
+  CHECK(r.run_peak_compute_bytes == r0.run_peak_compute_bytes);
+  CHECK(r.run_peak_total_bytes == r0.run_peak_total_bytes);
+  CHECK(r.kd_peak_compute_bytes == r0.kd_peak_compute_bytes);
+  REQUIRE(r.visits.size() == 7);
+  REQUIRE(r.kd_steps == 14);
+  // The pruned student, after each visit, after KD steps 5 and 10 and at the stage's end.
+  const std::vector<long> steps = {0, 8, 16, 24, 32, 40, 48, 56, 61, 66, 70};
+  REQUIRE(r.curve.size() == steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CAPTURE(i);
+    CHECK(r.curve[i].step == steps[i]);
+    CHECK(r.curve[i].ppl == 99.0 - static_cast<double>(i));
+    if (i > 0) CHECK(r.curve[i].flops > r.curve[i - 1].flops);
+    if (i > 0) CHECK(r.curve[i].seconds >= r.curve[i - 1].seconds);
+  }
+  CHECK(seen.front() != seen.back());
+  CHECK(r.curve.back().flops == r.flops);
+  // Eleven evaluations of at least 50 ms each: in eval_seconds, not in the run's seconds.
+  CHECK(r.eval_seconds >= 0.55);
+  CHECK(r.curve.back().seconds <= r.seconds);
+  const auto rep = nlohmann::json::parse(read_text(su.dir / "probed" / "report.json"));
+  CHECK(rep.at("curve").size() == steps.size());
+  long eval_records = 0;
+  std::ifstream metrics(su.dir / "probed" / "metrics.jsonl");
+  std::string line;
+  while (std::getline(metrics, line)) eval_records += nlohmann::json::parse(line).value("event", "") == "eval";
+  CHECK(eval_records == static_cast<long>(steps.size()));
 }
 
 TEST_CASE("pipeline: each visit restarts at cached batch 0, or, with running_batches, every step reads a batch of its own") {

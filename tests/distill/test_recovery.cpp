@@ -1,14 +1,17 @@
 // End-to-end KD, the baseline of layer-wise recovery: transformer::backward_logits (with and without a
 // hidden-state gradient) against finite differences, KD (with and without a hidden MSE term) bringing
 // the student's logits closer to the teacher's on held-out tokens, its tracker-measured peak equal to the
-// buffers it declares (frozen teacher or not), a frozen model's forward, budgets and bad input.
+// buffers it declares (frozen teacher or not), a frozen model's forward, budgets and bad input; the
+// quality curve (a probe at fixed steps, its time and memory left out) and first_reaching.
 // Layer-wise recovery is tested in test_pipeline.cpp.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -274,4 +277,68 @@ TEST_CASE("end-to-end KD budgets and bad input") {
   static_cast<double*>(su.student->param("norm_f.weight").data)[0] = std::nan("");  // a poisoned student
   CHECK_THROWS_WITH_AS(distill::train_e2e_kd(*su.teacher, *su.student, loader, B, T, eo),
                        doctest::Contains("train_e2e_kd: stopped at step"), lwcl::error);
+}
+
+TEST_CASE("first_reaching: the first point at or below the target, its cost interpolated from the point before") {
+  using distill::curve_point;
+  const std::vector<curve_point> c = {{0, 0.0, 0.0, 0.0, 50.0}, {10, 2.0, 4.0, 100.0, 40.0}, {20, 4.0, 8.0, 200.0, 30.0},
+                                      {30, 6.0, 12.0, 300.0, 32.0}};
+  const auto at35 = distill::first_reaching(c, 35.0);  // halfway from 40 to 30
+  REQUIRE(at35.has_value());
+  CHECK(at35->seconds == doctest::Approx(3.0));
+  CHECK(at35->cpu_seconds == doctest::Approx(6.0));
+  CHECK(at35->flops == doctest::Approx(150.0));
+  CHECK(at35->step == 15);
+  CHECK(at35->ppl == 35.0);
+  CHECK(distill::first_reaching(c, 40.0)->seconds == 2.0);  // a point on the target: that point
+  CHECK(distill::first_reaching(c, 60.0)->flops == 0.0);    // reached before any training
+  CHECK_FALSE(distill::first_reaching(c, 29.0).has_value());
+  CHECK_FALSE(distill::first_reaching({}, 29.0).has_value());
+  // After a rise, the first point back at the target is the one that counts, interpolated from the rise.
+  const std::vector<curve_point> r = {{0, 0.0, 0.0, 0.0, 50.0}, {10, 1.0, 1.0, 10.0, 60.0}, {20, 2.0, 2.0, 20.0, 40.0}};
+  CHECK(distill::first_reaching(r, 45.0)->seconds == doctest::Approx(1.75));
+}
+
+TEST_CASE("end-to-end KD's quality curve: the probe before the first step, every eval_every steps and at the end, its "
+          "time and memory in no figure") {
+  setup su;
+  const index_t B = 2, T = 8;
+  const data::batch_loader loader(*su.shard, B, T, 5);
+  auto kd_student = prune::apply_plan(*su.student, prune::keep_all(su.student->config()));
+  distill::e2e_options eo;
+  eo.steps = 7;
+  eo.eval_every = 3;
+  eo.progress_bar = false;
+  std::vector<double> probed;
+  eo.probe = [&] {
+    // What an evaluation holds (a model copy, its activations) must not count in the trainer's peak.
+    buffer<backend::cpu> scratch(su.be, std::size_t(8) << 20);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto* w = static_cast<const double*>(kd_student->params().data);
+    double sum = 0;
+    for (index_t i = 0; i < kd_student->params().numel(); ++i) sum += w[i] * w[i];
+    probed.push_back(sum);
+    return 10.0 + static_cast<double>(probed.size());
+  };
+  const auto r = distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, eo);
+  REQUIRE(r.curve.size() == 4);
+  const std::vector<long> steps = {0, 3, 6, 7};
+  const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(su.cfg, T) +
+                                                          3 * prune::flops_per_token(kd_student->config(), T));
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(r.curve[i].step == steps[i]);
+    CHECK(r.curve[i].flops == static_cast<double>(steps[i]) * step_flops);
+    CHECK(r.curve[i].ppl == 11.0 + static_cast<double>(i));
+  }
+  CHECK(probed[0] != probed[1]);  // the probe saw the student as it trained
+  CHECK(probed[2] != probed[3]);
+  // Four evaluations of at least 100 ms each are in eval_seconds and not in the training's seconds.
+  CHECK(r.eval_seconds >= 0.4);
+  CHECK(r.curve.back().seconds <= r.seconds);
+  CHECK(r.seconds + r.eval_seconds >= 0.4);
+  CHECK(r.peak_compute_bytes == r.declared_compute_bytes);
+  eo.eval_every = -1;
+  CHECK_THROWS_WITH_AS(distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, eo), doctest::Contains("eval_every is -1"),
+                       lwcl::error);
 }

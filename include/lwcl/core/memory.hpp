@@ -63,6 +63,26 @@ class memory_tracker {
   void reset_peaks() {
     for (int i = 0; i < tier_count; ++i) reset_peak(static_cast<tier>(i));
   }
+  // Every tier's peaks, to be put back after work that must not count in them (an evaluation between
+  // training steps): restore_peaks makes each peak what it was saved as, or what is held now if more.
+  struct peaks {
+    std::array<std::size_t, tier_count> total{}, compute{};
+  };
+  peaks save_peaks() const {
+    peaks p;
+    for (int i = 0; i < tier_count; ++i) {
+      p.total[i] = slots_[i].peak.load();
+      p.compute[i] = slots_[i].compute_peak.load();
+    }
+    return p;
+  }
+  void restore_peaks(const peaks& p) {
+    for (int i = 0; i < tier_count; ++i) {
+      const auto t = static_cast<tier>(i);
+      slots_[i].peak.store(p.total[i] > current(t) ? p.total[i] : current(t));
+      slots_[i].compute_peak.store(p.compute[i] > current_compute(t) ? p.compute[i] : current_compute(t));
+    }
+  }
 
  private:
   static void raise(std::atomic<std::size_t>& peak, std::size_t now) {

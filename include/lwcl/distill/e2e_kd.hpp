@@ -17,6 +17,7 @@
 #include "lwcl/core/metrics.hpp"
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/timer.hpp"
+#include "lwcl/distill/curve.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/data/loader.hpp"
 #include "lwcl/model/transformer.hpp"
@@ -38,8 +39,15 @@ struct e2e_options {
   // > 0: cycle over batches first_batch .. first_batch + cycle_batches - 1 (the layer-wise pipeline's
   // cached batches, for a comparison on the same data); 0: a fresh batch every step.
   long cycle_batches = 0;
-  double time_budget_seconds = 0;  // > 0: stop when the wall clock passes it
+  double time_budget_seconds = 0;  // > 0: stop when the training wall clock passes it
   bool progress_bar = true;
+  // The quality curve (distill/curve.hpp): with a probe, the student's held-out perplexity before the
+  // first step, every eval_every steps and/or every eval_every_seconds training seconds, and after the
+  // last step. The probe's own time counts in no budget and no figure.
+  quality_probe probe;
+  long eval_every = 0;
+  double eval_every_seconds = 0;
+  bool probe_start = true;  // false: no point before the first step (a stage continuing another's curve)
 };
 
 struct e2e_result {
@@ -52,8 +60,10 @@ struct e2e_result {
   // loss scratch, the token buffer and the hidden-state pair.
   std::size_t peak_compute_bytes = 0;
   std::size_t declared_compute_bytes = 0;
-  double seconds = 0;
-  double cpu_seconds = 0;  // the process's processor seconds while training (every thread)
+  double seconds = 0;      // training wall seconds (the probe's evaluations excluded)
+  double cpu_seconds = 0;  // the process's processor seconds while training (every thread; evaluations excluded)
+  double eval_seconds = 0; // wall seconds the probe took
+  std::vector<curve_point> curve;
   // Model FLOPs: per step and token the teacher's forward and the student's forward and backward
   // (counted as three forwards), prune::flops_per_token at the batch's sequence length.
   double flops = 0;
@@ -70,6 +80,8 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
         " != student vocabulary ", student.config().vocab);
   check(opt.steps >= 1, "train_e2e_kd: steps must be at least 1");
   check(opt.cycle_batches >= 0, "train_e2e_kd: cycle_batches is ", opt.cycle_batches, ", expected 0 (fresh batches) or more");
+  check(opt.eval_every >= 0 && opt.eval_every_seconds >= 0, "train_e2e_kd: eval_every is ", opt.eval_every,
+        " and eval_every_seconds ", opt.eval_every_seconds, ", expected >= 0");
   check(opt.hidden_mse_weight >= 0, "train_e2e_kd: hidden_mse_weight is ", opt.hidden_mse_weight, ", expected >= 0");
   const bool hidden = opt.hidden_mse_weight > 0;
   check(!hidden || teacher.config().d_model == student.config().d_model, "train_e2e_kd: a hidden-state MSE needs equal "
@@ -101,13 +113,31 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(teacher.config(), T) +
                                                           3 * prune::flops_per_token(student.config(), T));
+  double eval_cpu = 0, next_eval = opt.eval_every_seconds;
+  long last_eval = -1;
+  auto training_seconds = [&] { return clock.seconds() - res.eval_seconds; };
+  auto evaluate = [&](long s) {
+    if (!opt.probe) return;
+    const double at = training_seconds(), cpu_at = cpu.seconds() - eval_cpu;
+    timer t;
+    const double c0 = cpu_timer::now();
+    const auto peaks = memory().save_peaks();  // the evaluation's buffers count in no peak
+    const double ppl = opt.probe();
+    memory().restore_peaks(peaks);
+    check(std::isfinite(ppl), "train_e2e_kd: the held-out perplexity at step ", s, " is ", ppl);
+    res.curve.push_back({s, at, cpu_at, res.flops, ppl});
+    res.eval_seconds += t.seconds();
+    eval_cpu += cpu_timer::now() - c0;
+    last_eval = s;
+  };
+  if (opt.probe_start) evaluate(0);
   for (long s = 1; s <= opt.steps; ++s) {
-    if (opt.time_budget_seconds > 0 && clock.seconds() >= opt.time_budget_seconds) {
+    if (opt.time_budget_seconds > 0 && training_seconds() >= opt.time_budget_seconds) {
       res.budget_exhausted = true;
       break;
     }
     if (opt.time_budget_seconds > 0 && s == 4) {
-      const double elapsed = clock.seconds();
+      const double elapsed = training_seconds();
       sched.total_steps = steps_within_seconds(opt.steps, 3, 3, elapsed, opt.time_budget_seconds - elapsed);
     }
     const long k = opt.cycle_batches > 0 ? (s - 1) % opt.cycle_batches : s - 1;
@@ -139,18 +169,27 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     res.tokens += B * T;
     res.flops += step_flops;
     if (metrics) metrics->write({{"step", s}, {"batch", opt.first_batch + static_cast<std::uint64_t>(k)}, {"loss", loss},
-                                 {"seconds", clock.seconds()}});
+                                 {"seconds", training_seconds()}});
     if (bar) bar->update(s, "kl " + std::to_string(loss).substr(0, 6));
+    if ((opt.eval_every > 0 && s % opt.eval_every == 0) ||
+        (opt.eval_every_seconds > 0 && training_seconds() >= next_eval)) {
+      evaluate(s);
+      if (metrics && opt.probe) metrics->write({{"event", "eval"}, {"step", s}, {"ppl", res.curve.back().ppl},
+                                                {"seconds", res.curve.back().seconds}});
+      while (opt.eval_every_seconds > 0 && next_eval <= training_seconds()) next_eval += opt.eval_every_seconds;
+    }
   }
   if (bar) bar->finish();
+  if (last_eval != res.steps) evaluate(res.steps);
+  const double train_wall = training_seconds(), train_cpu = cpu.seconds() - eval_cpu;
   const std::size_t tracked = memory().peak_compute(ct);
   res.peak_compute_bytes = tracked > others ? tracked - others : 0;
   res.declared_compute_bytes = teacher.parameter_bytes() + teacher.inference_bytes() + student.parameter_bytes() +
                                adam.state_bytes() + student.activation_bytes() + tlogits.view().bytes() +
                                dlogits.view().bytes() + scratch.view().bytes() + tok.bytes() +
                                (hidden ? thidden.view().bytes() + dhidden.view().bytes() : 0);
-  res.seconds = clock.seconds();
-  res.cpu_seconds = cpu.seconds();
+  res.seconds = train_wall;
+  res.cpu_seconds = train_cpu;
   return res;
 }
 

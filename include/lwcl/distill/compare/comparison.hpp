@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -48,6 +49,7 @@
 #include "lwcl/data/shards.hpp"
 #include "lwcl/distill/compare/options.hpp"
 #include "lwcl/distill/compare/table.hpp"
+#include "lwcl/distill/curve.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/distill/pipeline.hpp"
 #include "lwcl/distill/report.hpp"
@@ -58,6 +60,7 @@
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_map.hpp"
 #include "lwcl/policies/bundle.hpp"
+#include "lwcl/policies/pruning/block_influence.hpp"
 #include "lwcl/policies/pruning/concept.hpp"
 #include "lwcl/prune/allocate.hpp"
 #include "lwcl/prune/stats.hpp"
@@ -82,7 +85,34 @@ std::unique_ptr<model::transformer<Backend>> prune_uniform(model::transformer<Ba
   return prune::apply_plan(teacher, prune::allocate(teacher.backend(), teacher.config(), scores, alloc));
 }
 
+// Block influence (1 - the cosine between a layer's input and output, on `calib_batches` batches of
+// `train`) removes `fraction` of the teacher's layers; `kept` receives the teacher layers that remain.
+template <class Backend>
+std::unique_ptr<model::transformer<Backend>> prune_depth(model::transformer<Backend>& teacher, const data::shard& train,
+                                                         double fraction, index_t B, index_t T, index_t calib_batches,
+                                                         std::uint64_t calib_seed, std::vector<index_t>& kept) {
+  const data::batch_loader calib(train, B, T, calib_seed);
+  const auto stats = prune::collect_statistics(teacher, calib, B, T, calib_batches);
+  const auto scores = policies::score_groups(policies::pruning::block_influence{}, prune::make_scoring_input(teacher, stats));
+  prune::allocation alloc;
+  alloc.gran = prune::granularity::layers;
+  alloc.ratio = fraction;
+  const auto plan = prune::allocate(teacher.backend(), teacher.config(), scores, alloc);
+  kept.clear();
+  for (index_t l = 0; l < teacher.config().n_layers(); ++l)
+    if (!plan.layers[static_cast<std::size_t>(l)].removed) kept.push_back(l);
+  return prune::apply_plan(teacher, plan);
+}
+
 namespace comparison_detail {
+
+// A curve as a row carries it (details "curve"): an array of points.
+inline nlohmann::ordered_json curve_json(const std::vector<curve_point>& c) {
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& p : c)
+    a.push_back({{"step", p.step}, {"seconds", p.seconds}, {"cpu_seconds", p.cpu_seconds}, {"flops", p.flops}, {"ppl", p.ppl}});
+  return a;
+}
 
 // The segmentation of every stage a run trained, by first layer: "[0,1) [1,2) > [0,2)"; a stage that
 // repeats the previous one's segments (two_stage trains each twice) is written once, a phase the budget
@@ -166,6 +196,9 @@ class comparison {
 
   // The command line, for the program's own options (before parse).
   CLI::App& cli() { return app_; }
+  // The common options' values before parse: a program sets its own defaults here (the command line
+  // overrides them).
+  options& defaults() { return opt_; }
 
   // Parses argv: -1 to go on, otherwise the exit code (after --help, or a bad option).
   int parse(int argc, char** argv) {
@@ -266,6 +299,10 @@ class comparison {
     const auto dir = prepare_run(name, describe(bundle), po.total);
     auto student = pruned_;
     po.resume = false;
+    if (opt_.curve_points > 0 && !po.probe) {
+      po.probe = [this](const student_state& s) { return eval::perplexity(*s.to_transformer(be_), curve_).perplexity(); };
+      po.eval_every = curve_every(po.total);
+    }
     auto pipe = make_pipeline(be_, bundle, po);
     const auto teacher_dir = teacher_.dir.string();
     auto& be = be_;
@@ -292,6 +329,25 @@ class comparison {
     eo.steps = b.unit == budget_unit::seconds ? 1000000 : static_cast<long>(steps_of(b));
     if (b.unit == budget_unit::seconds) eo.time_budget_seconds = b.amount;
     return e2e_kd(name, eo, b);
+  }
+
+  // The quality curves' sample (with --curve-points), and the step interval of a curve under budget `b`
+  // (0 under a seconds budget, whose curves are spaced in seconds).
+  const eval::held_out_sample& curve_sample() const { return curve_; }
+  long curve_every(const budget& b) const {
+    if (opt_.curve_points <= 0 || b.unit == budget_unit::seconds) return 0;
+    return std::max<long>(1, static_cast<long>(steps_of(b)) / opt_.curve_points);
+  }
+  // The cost at which row `r`'s curve first reaches perplexity `target` (nothing without a curve or
+  // when it never does).
+  static std::optional<curve_point> reaching(const method_row& r, double target) {
+    if (!r.details.contains("curve")) return std::nullopt;
+    std::vector<curve_point> c;
+    for (const auto& p : r.details.at("curve"))
+      c.push_back({p.at("step").template get<long>(), p.at("seconds").template get<double>(),
+                   p.at("cpu_seconds").template get<double>(), p.at("flops").template get<double>(),
+                   p.at("ppl").template get<double>()});
+    return first_reaching(c, target);
   }
   recovery& e2e_kd(const std::string& name, const e2e_options& eo, const budget& b);
 
@@ -327,6 +383,9 @@ class comparison {
 
   void write_plot(const comparison_detail::plot_request& p, const std::vector<method_row>& rows) const;
 
+  // quality_vs_seconds.png and quality_vs_flops.png: every row's curve; false when no row has one.
+  bool write_curves(const std::vector<method_row>& rows) const;
+
   void finish(double seconds_so_far);
   // One seed done: its rows kept for the summary, the methods and what the body registered cleared.
   void keep_seed();
@@ -341,6 +400,7 @@ class comparison {
   train::cached_lm teacher_;
   index_t teacher_parameters_ = 0;
   eval::held_out_sample val_, test_;  // test_: with --test-split only
+  eval::held_out_sample curve_;       // with --curve-points only
   std::vector<std::vector<std::int32_t>> err_batches_;
   std::string protocol_;
   student_state pruned_;
@@ -352,6 +412,7 @@ class comparison {
   std::vector<std::string> columns_, notes_;
   std::vector<comparison_detail::plot_request> plots_;
   std::vector<std::pair<std::uint64_t, std::vector<method_row>>> per_seed_;  // with --seeds > 1
+  std::vector<std::string> seed_columns_;  // the detail columns the first seed's body asked for
 };
 
 // ---- the members compiled once per instantiation (experiments: in lwcl_host_instances) ----
@@ -368,7 +429,14 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   auto teacher = checkpoint::load_hf(be_, teacher_.dir.string(), dtype::f32, model::frozen);
   auto student = pruned_.to_transformer(be_);
   metrics_writer m((dir / "metrics.jsonl").string());
-  const auto res = train_e2e_kd(*teacher, *student, stream_->loader, opt_.batch, opt_.seq, eo, &m);
+  e2e_options o = eo;
+  if (opt_.curve_points > 0 && !o.probe) {
+    // A copy of the student: evaluating the one in training would resize its activation buffers.
+    o.probe = [&] { return eval::perplexity(*student_state::of(*student).to_transformer(be_), curve_).perplexity(); };
+    o.eval_every = curve_every(b);
+    if (b.unit == budget_unit::seconds) o.eval_every_seconds = b.amount / opt_.curve_points;
+  }
+  const auto res = train_e2e_kd(*teacher, *student, stream_->loader, opt_.batch, opt_.seq, o, &m);
   const std::size_t resident = rss ? peak_resident_bytes() : 0;
   teacher.reset();
   checkpoint::save_hf(*student, (dir / "student").string());
@@ -379,6 +447,10 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   r.row.run_peak_compute_bytes = static_cast<double>(res.peak_compute_bytes);
   r.row.peak_resident_bytes = static_cast<double>(resident);
   r.row.details["declared_compute_bytes"] = res.declared_compute_bytes;
+  if (!res.curve.empty()) {
+    r.row.details["curve"] = comparison_detail::curve_json(res.curve);
+    r.row.details["eval_seconds"] = res.eval_seconds;
+  }
   r.row.details["train_flops"] = res.flops;
   r.row.details["cpu_seconds"] = res.cpu_seconds;
   r.row.details["run_peak_total_bytes"] = res.peak_compute_bytes;
@@ -423,29 +495,56 @@ void comparison<Backend, Criterion>::start() {
   };
   val_ = sample("validation");
   if (opt_.test_split) test_ = sample("test");
+  if (opt_.curve_points > 0) {
+    const auto ids = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), UINT64_MAX);
+    curve_ = eval::make_held_out_sample(ids, eot, T, static_cast<std::size_t>(std::max<index_t>(1, opt_.curve_tokens / T)),
+                                        "validation");
+  }
   err_batches_ = eval::sample_batches(val_, B, T, 2);
   const data::shard train_shard((fs::path(opt_.data) / "train.bin").string());
   auto t = checkpoint::load_hf(be_, teacher_.dir.string());
   check(T <= t->config().max_seq, program_, ": --seq ", T, " exceeds the teacher's max_seq ", t->config().max_seq);
   teacher_parameters_ = t->num_parameters();
   timer clock;
-  auto p = prune_uniform(*t, train_shard, criterion_, opt_.ratio, B, T, static_cast<index_t>(opt_.calib_batches),
-                         seeded(0xC0FFEE, opt_.seed));
+  const auto calib = static_cast<index_t>(opt_.calib_batches);
+  std::unique_ptr<net_t> p;
+  std::vector<index_t> kept;
+  if (opt_.depth > 0) {
+    p = prune_depth(*t, train_shard, opt_.depth, B, T, calib, seeded(0xC0FFEE, opt_.seed), kept);
+    std::string k;
+    for (const auto l : kept) k += (k.empty() ? "" : " ") + std::to_string(l);
+    std::printf("block_influence removes %.0f%% of the layers: %lld -> %lld, teacher layers kept: %s\n", 100 * opt_.depth,
+                static_cast<long long>(t->config().n_layers()), static_cast<long long>(p->config().n_layers()), k.c_str());
+  }
+  if (opt_.ratio > 0 || !p) {
+    auto& src = p ? *p : *t;
+    auto w = prune_uniform(src, train_shard, criterion_, opt_.ratio, B, T, calib, seeded(0xC0FFEE, opt_.seed));
+    p = std::move(w);
+  }
   const double prune_seconds = clock.seconds();
-  std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters in %.1f s\n",
-              std::string(Criterion::name).c_str(), 100 * opt_.ratio, static_cast<long long>(teacher_parameters_),
-              static_cast<long long>(p->num_parameters()), prune_seconds);
+  auto block_parameters = [](const model::model_config& c) {
+    double n = 0;
+    for (const auto& L : c.layers) n += static_cast<double>(prune::layer_parameters(c, L));
+    return n;
+  };
+  const double block0 = block_parameters(t->config()), block1 = block_parameters(p->config());
+  const double removed_all = 1.0 - static_cast<double>(p->num_parameters()) / static_cast<double>(teacher_parameters_);
+  std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters (%.1f%% removed; %.1f%% of the blocks') in "
+              "%.1f s\n", std::string(Criterion::name).c_str(), 100 * opt_.ratio, static_cast<long long>(teacher_parameters_),
+              static_cast<long long>(p->num_parameters()), 100 * removed_all, 100 * (1 - block1 / block0), prune_seconds);
   const auto pt = eval::perplexity(*t, val_);
   protocol_ = pt.protocol();
   method_row tr;
   tr.name = "teacher";
   tr.val_ppl = pt.perplexity();
   if (opt_.test_split) tr.details["test_ppl"] = eval::perplexity(*t, test_).perplexity();
+  if (opt_.curve_points > 0) tr.details["curve_ppl"] = eval::perplexity(*t, curve_).perplexity();
   tr.wall_seconds = teacher_.seconds;
   tr.tokens = teacher_.tokens;
   rows_.push_back(tr);
   pruned_ = student_state::of(*p);
-  boundaries_ = model::identity_boundaries(p->config().n_layers());
+  boundaries_ = opt_.depth > 0 ? model::boundaries_of_kept_layers(kept, t->config().n_layers())
+                               : model::identity_boundaries(p->config().n_layers());
   method_row pr;
   pr.name = "pruned";
   pr.val_ppl = eval::perplexity(*p, val_).perplexity();
@@ -453,6 +552,11 @@ void comparison<Backend, Criterion>::start() {
   pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
   pr.wall_seconds = prune_seconds;
   pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
+  pr.details["layers"] = p->config().n_layers();
+  pr.details["boundaries"] = boundaries_;
+  pr.details["parameters"] = p->num_parameters();
+  pr.details["removed_fraction"] = removed_all;
+  pr.details["block_removed_fraction"] = 1 - block1 / block0;
   stream_.emplace(opt_);
   // Which data this seed drew: the calibration batches and the first training batches every method reads.
   pr.details["calibration_hash"] = std::to_string(data::batches_hash(
@@ -498,6 +602,10 @@ auto comparison<Backend, Criterion>::record_pipeline(const std::string& name, pi
   row.peak_resident_bytes = static_cast<double>(res.peak_resident_bytes);
   row.peak_cache_bytes = static_cast<double>(res.peak_cache_bytes);
   row.details["run_peak_total_bytes"] = res.run_peak_total_bytes;
+  if (!res.curve.empty()) {
+    row.details["curve"] = comparison_detail::curve_json(res.curve);
+    row.details["eval_seconds"] = res.eval_seconds;
+  }
   row.details["train_flops"] = res.flops;
   row.details["cpu_seconds"] = res.cpu_seconds;
   row.wall_seconds = res.seconds;
@@ -593,6 +701,41 @@ void comparison<Backend, Criterion>::write_plot(const comparison_detail::plot_re
 }
 
 template <class Backend, policies::pruning_criterion Criterion>
+bool comparison<Backend, Criterion>::write_curves(const std::vector<method_row>& rows) const {
+  bool any = false;
+  for (const auto& [x_key, file, x_label] :
+       {std::tuple<const char*, const char*, const char*>{"seconds", "quality_vs_seconds.png", "training wall seconds (evaluation excluded)"},
+        {"flops", "quality_vs_flops.png", "model FLOPs"}}) {
+    report::chart chart;
+    chart.title = "held-out perplexity while training (" + curve_.protocol() + ")";
+    chart.x_label = x_label;
+    chart.y_label = "perplexity";
+    std::size_t k = 0;
+    double x_hi = 0;
+    for (const auto& r : rows) {
+      if (!r.details.contains("curve")) continue;
+      report::series line;
+      line.label = r.name;
+      line.color = report::palette[k++ % report::palette.size()];
+      for (const auto& q : r.details.at("curve")) {
+        line.x.push_back(q.at(x_key).template get<double>());
+        line.y.push_back(q.at("ppl").template get<double>());
+        x_hi = std::max(x_hi, line.x.back());
+      }
+      chart.lines.push_back(line);
+    }
+    if (chart.lines.empty()) return false;
+    if (!rows.empty() && rows.front().details.contains("curve_ppl")) {
+      const double y = rows.front().details.at("curve_ppl").template get<double>();
+      chart.lines.push_back({"teacher", {0, x_hi}, {y, y}, report::palette[2]});
+    }
+    report::write_png(chart, std::filesystem::path(opt_.out) / file);
+    any = true;
+  }
+  return any;
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
 void comparison<Backend, Criterion>::finish(double seconds_so_far) {
   namespace fs = std::filesystem;
   const auto rows = this->rows();
@@ -647,6 +790,7 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
     write_plot(p, rows);
     files += ", " + p.file;
   }
+  if (write_curves(rows)) files += ", quality_vs_seconds.png, quality_vs_flops.png";
   std::printf("%s: wrote %s/ (%s, one folder per method) in %.0f s\n", program_.c_str(), opt_.out.c_str(),
               files.c_str(), seconds_so_far);
 }
@@ -654,6 +798,7 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
 template <class Backend, policies::pruning_criterion Criterion>
 void comparison<Backend, Criterion>::keep_seed() {
   per_seed_.emplace_back(opt_.seed, rows());
+  if (seed_columns_.empty()) seed_columns_ = columns_;
   recoveries_.clear();
   report_ = nlohmann::ordered_json::object();
   columns_.clear();
@@ -736,6 +881,29 @@ void comparison<Backend, Criterion>::summarise_seeds(double seconds_so_far) {
     std::printf("%-26s %20s %24s %24s %12s\n", first.name.c_str(), pm("val_ppl", false).c_str(),
                 pm("peak_compute_bytes", true).c_str(), pm("peak_resident_bytes", true).c_str(),
                 pm("wall_seconds", false).c_str());
+  }
+  // Cost and the program's own columns, mean +- sd where every seed's row has the figure.
+  std::vector<std::string> cols = {"train_flops", "cpu_seconds"};
+  for (const auto& c : seed_columns_)
+    if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+  md += "\n| method |";
+  std::string rule = "|---|";
+  for (const auto& c : cols) {
+    md += " " + table_detail::header(c) + " |";
+    rule += "---:|";
+  }
+  md += "\n" + rule + "\n";
+  for (const auto& m : methods) {
+    md += "| " + m.at("name").get<std::string>() + " |";
+    for (const auto& c : cols) {
+      if (!m.contains(c)) {
+        md += " - |";
+        continue;
+      }
+      const double mean = m.at(c).at("mean").get<double>(), sd = m.at(c).at("sd").get<double>();
+      md += std::abs(mean) >= 1e5 ? report::format(" %.3g +- %.2g |", mean, sd) : report::format(" %.3f +- %.3f |", mean, sd);
+    }
+    md += "\n";
   }
   const fs::path out(opt_.out);
   write_text_atomic(out / "config.json", config_json().dump(2) + "\n");

@@ -31,6 +31,14 @@ struct options {
   // the teacher and the held-out sample stay); seed 0 draws what a single run always drew.
   int seeds = 1;
   std::uint64_t seed = 0;
+  // Depth: the fraction of the teacher's layers removed (block influence on the calibration batches,
+  // before any width pruning), the layer map recording which teacher layers each student layer replaces.
+  double depth = 0;
+  // The quality curve (distill/curve.hpp): every method's held-out perplexity at about curve_points
+  // evenly spaced points of its budget (and, layer-wise, after every visit), on a sample of curve_tokens
+  // predicted tokens over every validation document; 0 points: no curve.
+  int curve_points = 0;
+  int curve_tokens = 8192;
 };
 
 // The seed of a loader for run seed `s`: `base` for seed 0 (what a single run draws), another stream
@@ -64,6 +72,14 @@ inline void add_options(CLI::App& app, options& o, const std::string& budget_hel
   app.add_option("--seeds", o.seeds, "runs of every method, seeds --seed, --seed + 1, ... (calibration sample and data "
                  "order); with more than one, mean and standard deviation over them")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "the first seed (0: the single run's calibration sample and data order)");
+  if (pruning)
+    app.add_option("--depth", o.depth, "fraction of the teacher's layers removed by block influence (0.5: depth halved), "
+                   "before --ratio's width pruning")->check(CLI::Range(0.0, 0.9));
+  app.add_option("--curve-points", o.curve_points, "held-out perplexity at this many points of every method's budget "
+                 "(and after every layer-wise visit); time to quality is read off these curves (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--curve-tokens", o.curve_tokens, "predicted tokens of the curves' held-out sample (windows of --seq "
+                 "over every validation document)")->check(CLI::PositiveNumber);
   app.add_option("--out", o.out, "run directory");
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +15,8 @@
 #include "lwcl/distill/pipeline/budget.hpp"
 
 namespace lwcl::distill {
+
+struct student_state;
 
 struct pipeline_options {
   index_t feature_batches = 8;             // training batches whose boundary features are cached (cycled)
@@ -45,6 +48,12 @@ struct pipeline_options {
   // and after recovery on the first eval_batches batches of them; both go into report.json.
   std::vector<std::int32_t> validation_ids;
   index_t eval_batches = 2;
+  // The quality curve (pipeline_result::curve): the held-out perplexity of the student as it stands,
+  // before the first visit, after every visit, every eval_every steps of the final KD stage (0: at its
+  // end only) and at the end. Its time is excluded from the run's seconds, processor seconds and budget,
+  // its memory from the tracker's peaks.
+  std::function<double(const student_state&)> probe;
+  long eval_every = 0;
   // Names written for a slot instead of the bundle's policy name, in config.json, report.json and the
   // checkpoint fingerprint: the pipeline never runs the pruning slot, so a program that recovers a
   // student pruned elsewhere labels the run with the criterion that really pruned it (experiments/recover).

@@ -14,6 +14,7 @@
 #include "lwcl/cache/feature_cache.hpp"
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/memory.hpp"
+#include "lwcl/distill/curve.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
 
 namespace lwcl::distill {
@@ -103,17 +104,22 @@ struct run_totals {
   // boundaries, per cached batch), segment steps (the segment's blocks, three forwards) and the final KD
   // stage (e2e_result::flops). cpu_seconds: the process's processor seconds over the run.
   double flops = 0, cpu_seconds = 0;
+  // With pipeline_options::probe: the quality curve (before the first visit, after every visit, every
+  // eval_every final KD steps and at the end), and the wall seconds its evaluations took, which no
+  // other figure (seconds, cpu_seconds, the budget) counts.
+  std::vector<curve_point> curve;
+  double eval_seconds = 0;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(run_totals, visits, segment_steps, kd_steps, tokens, teacher_pass_seconds, kd_seconds,
                                    refresh_seconds, step_seconds, stall_seconds, peak_compute_bytes, kd_peak_compute_bytes,
-                                   teacher_loaded, budget_exhausted, flops, cpu_seconds)
+                                   teacher_loaded, budget_exhausted, flops, cpu_seconds, curve, eval_seconds)
 
 // The whole run (report.json): its totals, and what it was, where it ended, what it held.
 struct pipeline_result : run_totals {
   std::map<std::string, std::string> policies;
   std::size_t phases = 0;
   budget total;
-  double seconds = 0;                // wall clock of the whole run (all processes, for a resumed one)
+  double seconds = 0;                // wall clock of the whole run (all processes, for a resumed one; evaluations excluded)
   std::size_t peak_cache_bytes = 0;  // the store's peak stored bytes plus the largest prefetch ring
   std::map<std::string, std::size_t> tracker_peak_bytes;  // memory tracker peak per tier during the run
   // In this process's part of the run, from the memory tracker: the compute peak in the backend's tier

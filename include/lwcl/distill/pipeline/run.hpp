@@ -125,7 +125,11 @@ class pipeline_run {
     for (std::size_t p = 0; p < phase; ++p) g += static_cast<index_t>(phases_[p].segments.size());
     return g + pos;
   }
-  double elapsed() const { return elapsed_before_ + clock_.seconds(); }
+  // Seconds and processor seconds of the run so far, the quality probe's evaluations excluded.
+  double elapsed() const { return elapsed_before_ + clock_.seconds() - eval_wall_; }
+  double cpu_now() const { return cpu_before_ + cpu_.seconds() - eval_cpu_; }
+  // A point of the quality curve for the student as it stands (with a probe).
+  void probe_quality();
   double layerwise_seconds() const {
     return opt_.total.amount * (sched_.has_final_kd() ? 1.0 - opt_.final_kd_share : 1.0);
   }
@@ -213,6 +217,7 @@ class pipeline_run {
   cpu_timer cpu_;
   double cpu_before_ = 0;  // processor seconds of the processes before a resumption
   double elapsed_before_ = 0;
+  double eval_wall_ = 0, eval_cpu_ = 0;  // this process's evaluations, excluded from elapsed() and cpu_now()
   long steps_this_process_ = 0;
   std::size_t peak_staging_ = 0;
   std::map<int, std::size_t> run_peak_;
@@ -287,6 +292,7 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
     if (!secs) bar_->update(res_.segment_steps);
   }
 
+  if (!state) probe_quality();  // the pruned student, at the teacher pass's cost
   for (std::size_t p = phase0; p < phases_.size(); ++p) {
     const auto& ph = phases_[p];
     std::vector<index_t> order;
@@ -329,8 +335,8 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
   res_.run_peak_total_bytes = Backend::is_device ? run_compute_peak_ + res_.peak_cache_bytes
                                                  : run_peak_[static_cast<int>(Backend::memory_tier)];
   res_.peak_resident_bytes = rss ? peak_resident_bytes() : 0;
-  res_.seconds = elapsed_before_ + clock_.seconds();
-  res_.cpu_seconds = cpu_before_ + cpu_.seconds();
+  res_.seconds = elapsed();
+  res_.cpu_seconds = cpu_now();
   cache_.reset();
   metrics_.close();
   if (opt_.save_student) {
@@ -626,6 +632,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::finish_visit(visit_report& rep, s
     sf_->trained(rep.first, rep.last);  // the features above the segment are stale now
   }
   res_.visits.push_back(rep);
+  if (rep.steps > 0) probe_quality();
   partial_ = nlohmann::json();
   if (metrics_.is_open()) {
     auto j = rep.to_json();
@@ -667,13 +674,36 @@ void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& lo
   } else {
     eo.steps = plan_.kd_steps;
   }
+  if (opt_.probe) {
+    eo.probe = [&] { return opt_.probe(student_state::of(*net)); };
+    eo.eval_every = opt_.eval_every;
+    eo.probe_start = false;  // the student the last visit left is on the curve already
+  }
+  const double wall0 = elapsed(), cpu0 = cpu_now(), flops0 = res_.flops;
+  const long step0 = res_.segment_steps;
   const auto r = train_e2e_kd(*teacher, *net, loader_, B_, T_, eo, nullptr);
+  // The stage's curve at the run's cost so far; its evaluations' time leaves the run's clocks.
+  for (std::size_t i = 0; i < r.curve.size(); ++i) {
+    auto q = r.curve[i];
+    q.step += step0;
+    q.seconds += wall0;
+    q.cpu_seconds += cpu0;
+    q.flops += flops0;
+    res_.curve.push_back(q);
+    if (metrics_.is_open()) metrics_.write({{"event", "eval"}, {"step", q.step}, {"ppl", q.ppl}, {"seconds", q.seconds}});
+  }
+  eval_wall_ += r.eval_seconds;
+  res_.eval_seconds += r.eval_seconds;
+  if (!r.curve.empty()) {  // the stage's processor seconds of evaluation: its total less its training's
+    const double stage_cpu = cpu_now() - cpu0;
+    if (stage_cpu > r.cpu_seconds) eval_cpu_ += stage_cpu - r.cpu_seconds;
+  }
   st_ = student_state::of(*net);
   res_.kd_steps = r.steps;
   res_.tokens += r.tokens;
   res_.flops += r.flops;
   res_.kd_peak_compute_bytes = r.peak_compute_bytes;
-  res_.kd_seconds = t.seconds();
+  res_.kd_seconds = t.seconds() - r.eval_seconds;
   res_.budget_exhausted = res_.budget_exhausted || r.budget_exhausted;
   if (metrics_.is_open()) {
     nlohmann::json rec;
@@ -704,7 +734,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::save_checkpoint(std::size_t phase
   c.kd_done = kd_done;
   if (seg) c.partial = partial.to_json();
   c.totals = res_;
-  c.totals.cpu_seconds = cpu_before_ + cpu_.seconds();
+  c.totals.cpu_seconds = cpu_now();
   c.seconds = elapsed();
   c.peak_staging_bytes = peak_staging_;
   c.student_parameters = st_.params.size();
@@ -727,6 +757,23 @@ checkpoint_state pipeline_run<Backend, CachePolicy, Loss>::load_checkpoint(const
   elapsed_before_ = c.seconds;
   resumed_from_ = dir;
   return c;
+}
+
+template <class Backend, class CachePolicy, class Loss>
+void pipeline_run<Backend, CachePolicy, Loss>::probe_quality() {
+  if (!opt_.probe) return;
+  curve_point q{res_.segment_steps + res_.kd_steps, elapsed(), cpu_now(), res_.flops, 0.0};
+  timer t;
+  const double c0 = cpu_timer::now();
+  const auto peaks = memory().save_peaks();  // the evaluation's buffers count in no peak
+  q.ppl = opt_.probe(st_);
+  memory().restore_peaks(peaks);
+  check(std::isfinite(q.ppl), "pipeline: the held-out perplexity after ", q.step, " steps is ", q.ppl);
+  eval_wall_ += t.seconds();
+  eval_cpu_ += cpu_timer::now() - c0;
+  res_.eval_seconds += t.seconds();
+  res_.curve.push_back(q);
+  if (metrics_.is_open()) metrics_.write({{"event", "eval"}, {"step", q.step}, {"ppl", q.ppl}, {"seconds", q.seconds}});
 }
 
 template <class Backend, class CachePolicy, class Loss>

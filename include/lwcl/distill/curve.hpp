@@ -1,0 +1,60 @@
+#pragma once
+// A recovery's quality curve: held-out perplexity measured at fixed points of the training (every so
+// many steps or training seconds, and at the end), each point carrying the cost spent to reach it in
+// wall seconds, processor seconds and model FLOPs, with the evaluations' own time left out of all of
+// them. Time to quality is read off a curve (first_reaching) rather than from separate runs per budget.
+
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lwcl::distill {
+
+struct curve_point {
+  long step = 0;             // the method's optimiser steps so far (a pipeline: segment and final KD steps)
+  double seconds = 0;        // training wall seconds so far, evaluations excluded
+  double cpu_seconds = 0;    // the process's processor seconds so far, evaluations excluded
+  double flops = 0;          // model FLOPs so far
+  double ppl = 0;            // held-out perplexity of the student at this point
+};
+
+inline void to_json(nlohmann::json& j, const curve_point& p) {
+  j = {{"step", p.step}, {"seconds", p.seconds}, {"cpu_seconds", p.cpu_seconds}, {"flops", p.flops}, {"ppl", p.ppl}};
+}
+inline void from_json(const nlohmann::json& j, curve_point& p) {
+  p.step = j.at("step").get<long>();
+  p.seconds = j.at("seconds").get<double>();
+  p.cpu_seconds = j.at("cpu_seconds").get<double>();
+  p.flops = j.at("flops").get<double>();
+  p.ppl = j.at("ppl").get<double>();
+}
+
+// Evaluates the model a run is training; returns its held-out perplexity.
+using quality_probe = std::function<double()>;
+
+// The cost at which `curve` first reaches perplexity `target` or below: the first point at or below it,
+// with seconds, processor seconds, FLOPs and steps interpolated linearly between it and the point before
+// (in perplexity); nothing when no point reaches it.
+inline std::optional<curve_point> first_reaching(const std::vector<curve_point>& curve, double target) {
+  for (std::size_t i = 0; i < curve.size(); ++i) {
+    if (!(curve[i].ppl <= target)) continue;
+    if (i == 0 || !(curve[i - 1].ppl > curve[i].ppl)) return curve[i];
+    const auto& a = curve[i - 1];
+    const auto& b = curve[i];
+    const double f = (a.ppl - target) / (a.ppl - b.ppl);  // in (0, 1]
+    auto lerp = [f](double x, double y) { return x + f * (y - x); };
+    curve_point p;
+    p.step = static_cast<long>(std::lround(lerp(static_cast<double>(a.step), static_cast<double>(b.step))));
+    p.seconds = lerp(a.seconds, b.seconds);
+    p.cpu_seconds = lerp(a.cpu_seconds, b.cpu_seconds);
+    p.flops = lerp(a.flops, b.flops);
+    p.ppl = target;
+    return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace lwcl::distill
