@@ -50,15 +50,17 @@ LWCL_HOST_INSTANCE lwcl::eval::perplexity_result lwcl::eval::perplexity<lwcl::ba
 LWCL_HOST_INSTANCE lwcl::eval::perplexity_result lwcl::eval::perplexity<lwcl::backend::cpu>(
     lwcl::model::transformer<lwcl::backend::cpu>&, const lwcl::eval::held_out_sample&);
 LWCL_HOST_INSTANCE std::vector<double> lwcl::eval::cumulative_error<lwcl::backend::cpu>(
-    lwcl::model::transformer<lwcl::backend::cpu>&, lwcl::model::transformer<lwcl::backend::cpu>&,
+    const lwcl::model::weights<lwcl::backend::cpu>&, const lwcl::model::weights<lwcl::backend::cpu>&,
     const std::vector<lwcl::index_t>&, const std::vector<std::vector<std::int32_t>>&, lwcl::index_t, lwcl::index_t);
 LWCL_HOST_INSTANCE lwcl::prune::calibration_stats lwcl::prune::collect_statistics<lwcl::backend::cpu>(
-    const lwcl::model::transformer<lwcl::backend::cpu>&, const lwcl::data::batch_loader&, lwcl::index_t, lwcl::index_t,
+    const lwcl::model::weights<lwcl::backend::cpu>&, const lwcl::data::batch_loader&, lwcl::index_t, lwcl::index_t,
     lwcl::index_t);
 LWCL_HOST_INSTANCE lwcl::prune::scoring_input lwcl::prune::make_scoring_input<lwcl::backend::cpu>(
-    const lwcl::model::transformer<lwcl::backend::cpu>&, std::optional<lwcl::prune::calibration_stats>);
-LWCL_HOST_INSTANCE std::unique_ptr<lwcl::model::transformer<lwcl::backend::cpu>> lwcl::prune::apply_plan<lwcl::backend::cpu>(
-    const lwcl::model::transformer<lwcl::backend::cpu>&, const lwcl::prune::prune_plan&, const lwcl::prune::bias_compensation*);
+    const lwcl::model::weights<lwcl::backend::cpu>&, std::optional<lwcl::prune::calibration_stats>);
+LWCL_HOST_INSTANCE std::unique_ptr<lwcl::model::transformer<lwcl::backend::cpu>>
+lwcl::prune::apply_plan<lwcl::model::transformer<lwcl::backend::cpu>>(const lwcl::model::transformer<lwcl::backend::cpu>&,
+                                                                   const lwcl::prune::prune_plan&,
+                                                                   const lwcl::prune::bias_compensation*);
 LWCL_HOST_INSTANCE lwcl::prune::local_gradients lwcl::prune::collect_local_gradients<lwcl::backend::cpu>(
     const lwcl::model::transformer<lwcl::backend::cpu>&, const lwcl::data::batch_loader&, lwcl::index_t, lwcl::index_t,
     lwcl::index_t);

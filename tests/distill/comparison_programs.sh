@@ -39,9 +39,11 @@ expect_error "time to quality is read off the curves" "$x/lwcl_vs_kd" "${common[
 expect_error "every tier trains the same steps" "$x/cache_tiers" "${common[@]}" --budget seconds:5 --out "$work/e2"
 expect_error "give --ramp-visit-steps" "$x/curriculum_ablation" "${common[@]}" --budget 5 --out "$work/e3"
 
-python3 - "$work" <<'PY'
+python3 - "$work" "$src" <<'PY'
 import json, math, os, sys
 work = sys.argv[1]
+sys.path.insert(0, os.path.join(sys.argv[2], "tests", "support"))
+from curves import reach
 
 def load(run):
     d = os.path.join(work, run)
@@ -122,16 +124,6 @@ assert m["growing_student"]["policies"]["segmentation"] == m["growing"]["policie
 # Time to quality off the curves: every method's held-out perplexity before training, at 4 points of
 # its 24 steps (layer-wise: after every visit), FLOPs to the end; the target is e2e_kd's last point, and
 # each layer-wise figure is where its curve first reaches it (interpolated between the points around it).
-def reach(curve, target):
-    for i, p in enumerate(curve):
-        if p["ppl"] <= target:
-            if i == 0 or not curve[i - 1]["ppl"] > p["ppl"]:
-                return p
-            a = curve[i - 1]
-            f = (a["ppl"] - target) / (a["ppl"] - p["ppl"])
-            return {k: a[k] + f * (p[k] - a[k]) for k in ("seconds", "cpu_seconds", "flops")}
-    return None
-
 for run in ("kd", "kds"):
     rep, cfg, m = load(run)
     assert list(m)[2:] == ["lwcl", "layerwise_no_curriculum", "e2e_kd"], list(m)

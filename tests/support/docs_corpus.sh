@@ -2,8 +2,10 @@
 # Sourced by the program tests: make_docs_data <build dir> <source dir> <work dir> writes a small
 # corpus from the project's own docs/ (train) and README.md (validation) and tokenises it into
 # <work dir>/data with experiments/prepare_data (BPE vocabulary 320).
-make_docs_data() {
-  local build=$1 src=$2 work=$3
+# make_docs_corpus <source dir> <work dir>: the raw corpus alone, <work dir>/corpus/manifest.json and the
+# files it lists.
+make_docs_corpus() {
+  local src=$1 work=$2
   mkdir -p "$work/corpus/docs"
   cp "$src"/docs/*.md "$work/corpus/docs/"
   cp "$src/README.md" "$work/corpus/README.md"
@@ -16,6 +18,11 @@ make_docs_data() {
     done
     echo ',{"path": "README.md", "split": "validation"}]}'
   } > "$work/corpus/manifest.json"
+}
+
+make_docs_data() {
+  local build=$1 src=$2 work=$3
+  make_docs_corpus "$src" "$work"
   "$build/experiments/prepare_data" --corpus "$work/corpus" --out "$work/data" --vocab 320 >/dev/null 2>&1
 }
 

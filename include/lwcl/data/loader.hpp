@@ -4,6 +4,7 @@
 // first T being the inputs and the last T the next-token targets. A run resumed at batch k therefore
 // sees exactly the batches an uninterrupted run would.
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -14,10 +15,19 @@
 
 namespace lwcl::data {
 
+// Framing for an encoder's input: every row starts with `first` and ends with `last` (BERT's [CLS] and
+// [SEP]), the T - 2 tokens between them a window of the shard; the targets of a framed row are -1.
+struct row_frame {
+  std::int32_t first = -1, last = -1;
+  bool on() const { return first >= 0 && last >= 0; }
+};
+
 class batch_loader {
  public:
-  batch_loader(const shard& s, index_t B, index_t T, std::uint64_t seed) : shard_(s), B_(B), T_(T), seed_(seed) {
+  batch_loader(const shard& s, index_t B, index_t T, std::uint64_t seed, row_frame frame = {})
+      : shard_(s), B_(B), T_(T), seed_(seed), frame_(frame) {
     check(B > 0 && T > 0, "batch_loader: batch ", B, " x ", T, " must be positive");
+    check(!frame.on() || T >= 3, "batch_loader: framed rows of ", T, " tokens, expected at least 3 ([CLS] x [SEP])");
     check(s.size() > static_cast<std::uint64_t>(T), "batch_loader: '", s.path(), "' holds ", s.size(),
           " tokens, too few for sequences of ", T, " + 1");
   }
@@ -33,6 +43,14 @@ class batch_loader {
       const std::uint64_t r = (static_cast<std::uint64_t>(rng.bits(2 * static_cast<std::uint64_t>(b))) << 32) |
                               rng.bits(2 * static_cast<std::uint64_t>(b) + 1);
       const std::uint64_t start = r % starts;
+      if (frame_.on()) {
+        std::int32_t* row = tokens.data() + b * T_;
+        row[0] = frame_.first;
+        for (index_t t = 1; t + 1 < T_; ++t) row[t] = shard_[start + static_cast<std::uint64_t>(t - 1)];
+        row[T_ - 1] = frame_.last;
+        std::fill_n(targets.begin() + b * T_, T_, -1);
+        continue;
+      }
       for (index_t t = 0; t < T_; ++t) {
         tokens[static_cast<std::size_t>(b * T_ + t)] = shard_[start + static_cast<std::uint64_t>(t)];
         targets[static_cast<std::size_t>(b * T_ + t)] = shard_[start + static_cast<std::uint64_t>(t) + 1];
@@ -42,11 +60,13 @@ class batch_loader {
 
   index_t batch_size() const { return B_; }
   index_t seq_len() const { return T_; }
+  const row_frame& frame() const { return frame_; }
 
  private:
   const shard& shard_;
   index_t B_, T_;
   std::uint64_t seed_;
+  row_frame frame_;
 };
 
 // FNV-1a over the token ids of batches 0 .. n - 1 of `loader` (each id's four bytes, low first): which

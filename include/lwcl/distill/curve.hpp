@@ -21,15 +21,18 @@ struct curve_point {
   double ppl = 0;            // held-out perplexity of the student at this point
 };
 
-inline void to_json(nlohmann::json& j, const curve_point& p) {
-  j = {{"step", p.step}, {"seconds", p.seconds}, {"cpu_seconds", p.cpu_seconds}, {"flops", p.flops}, {"ppl", p.ppl}};
+// JSON (nlohmann::json or ordered_json): {"step", "seconds", "cpu_seconds", "flops", "ppl"}.
+template <class Json>
+void to_json(Json& j, const curve_point& p) {
+  j = Json{{"step", p.step}, {"seconds", p.seconds}, {"cpu_seconds", p.cpu_seconds}, {"flops", p.flops}, {"ppl", p.ppl}};
 }
-inline void from_json(const nlohmann::json& j, curve_point& p) {
-  p.step = j.at("step").get<long>();
-  p.seconds = j.at("seconds").get<double>();
-  p.cpu_seconds = j.at("cpu_seconds").get<double>();
-  p.flops = j.at("flops").get<double>();
-  p.ppl = j.at("ppl").get<double>();
+template <class Json>
+void from_json(const Json& j, curve_point& p) {
+  p.step = j.at("step").template get<long>();
+  p.seconds = j.at("seconds").template get<double>();
+  p.cpu_seconds = j.at("cpu_seconds").template get<double>();
+  p.flops = j.at("flops").template get<double>();
+  p.ppl = j.at("ppl").template get<double>();
 }
 
 // Evaluates the model a run is training; returns its held-out perplexity.

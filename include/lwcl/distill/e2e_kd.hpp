@@ -11,6 +11,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lwcl/core/memory.hpp"
@@ -71,6 +72,43 @@ struct e2e_result {
   bool budget_exhausted = false;
 };
 
+namespace e2e_detail {
+
+// The clocks of an end-to-end trainer with a quality probe: training wall and processor seconds with the
+// probe's evaluations taken out, and the curve points the probe gives (its buffers kept out of the
+// tracker's peaks).
+class probe_clock {
+ public:
+  double training_seconds() const { return clock_.seconds() - eval_wall_; }
+  double training_cpu() const { return cpu_.seconds() - eval_cpu_; }
+  double eval_seconds() const { return eval_wall_; }
+  long last_step() const { return last_; }
+
+  // With a probe: its value for the model after step s, at `flops`, appended to `curve`.
+  void evaluate(const quality_probe& probe, long s, double flops, std::vector<curve_point>& curve, std::string_view who) {
+    if (!probe) return;
+    const double at = training_seconds(), cpu_at = training_cpu();
+    timer t;
+    const double c0 = cpu_timer::now();
+    const auto peaks = memory().save_peaks();
+    const double q = probe();
+    memory().restore_peaks(peaks);
+    check(std::isfinite(q), who, ": the held-out figure at step ", s, " is ", q);
+    curve.push_back({s, at, cpu_at, flops, q});
+    eval_wall_ += t.seconds();
+    eval_cpu_ += cpu_timer::now() - c0;
+    last_ = s;
+  }
+
+ private:
+  timer clock_;
+  cpu_timer cpu_;
+  double eval_wall_ = 0, eval_cpu_ = 0;
+  long last_ = -1;
+};
+
+}  // namespace e2e_detail
+
 template <class Backend>
 e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer<Backend>& student,
                         const data::batch_loader& loader, index_t B, index_t T, const e2e_options& opt,
@@ -108,28 +146,13 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   std::vector<std::int32_t> ids, targets;
   std::unique_ptr<progress> bar;
   if (opt.progress_bar) bar = std::make_unique<progress>("e2e_kd", opt.steps);
-  timer clock;
-  cpu_timer cpu;
+  e2e_detail::probe_clock clock;
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(teacher.config(), T) +
                                                           3 * prune::flops_per_token(student.config(), T));
-  double eval_cpu = 0, next_eval = opt.eval_every_seconds;
-  long last_eval = -1;
-  auto training_seconds = [&] { return clock.seconds() - res.eval_seconds; };
-  auto evaluate = [&](long s) {
-    if (!opt.probe) return;
-    const double at = training_seconds(), cpu_at = cpu.seconds() - eval_cpu;
-    timer t;
-    const double c0 = cpu_timer::now();
-    const auto peaks = memory().save_peaks();  // the evaluation's buffers count in no peak
-    const double ppl = opt.probe();
-    memory().restore_peaks(peaks);
-    check(std::isfinite(ppl), "train_e2e_kd: the held-out perplexity at step ", s, " is ", ppl);
-    res.curve.push_back({s, at, cpu_at, res.flops, ppl});
-    res.eval_seconds += t.seconds();
-    eval_cpu += cpu_timer::now() - c0;
-    last_eval = s;
-  };
+  double next_eval = opt.eval_every_seconds;
+  auto training_seconds = [&] { return clock.training_seconds(); };
+  auto evaluate = [&](long s) { clock.evaluate(opt.probe, s, res.flops, res.curve, "train_e2e_kd"); };
   if (opt.probe_start) evaluate(0);
   for (long s = 1; s <= opt.steps; ++s) {
     if (opt.time_budget_seconds > 0 && training_seconds() >= opt.time_budget_seconds) {
@@ -180,8 +203,9 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     }
   }
   if (bar) bar->finish();
-  if (last_eval != res.steps) evaluate(res.steps);
-  const double train_wall = training_seconds(), train_cpu = cpu.seconds() - eval_cpu;
+  if (clock.last_step() != res.steps) evaluate(res.steps);
+  res.eval_seconds = clock.eval_seconds();
+  const double train_wall = training_seconds(), train_cpu = clock.training_cpu();
   const std::size_t tracked = memory().peak_compute(ct);
   res.peak_compute_bytes = tracked > others ? tracked - others : 0;
   res.declared_compute_bytes = teacher.parameter_bytes() + teacher.inference_bytes() + student.parameter_bytes() +

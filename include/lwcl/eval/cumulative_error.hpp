@@ -2,7 +2,7 @@
 // The cumulative error curve (DESIGN.md section 1): for every student layer l, the relative error
 // ||h^S - h^T|| / ||h^T|| of the hidden state leaving it against the teacher's hidden state at the end
 // of the teacher layers it replaces (teacher boundary b[l + 1] of the layer map, model/layer_map.hpp),
-// both models run end to end from the same tokens. It shows where along depth a compressed student departs from its teacher, and how
+// both models (decoders or encoders) run end to end from the same tokens. It shows where along depth a compressed student departs from its teacher, and how
 // upstream error accumulates.
 
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "lwcl/core/error.hpp"
 #include "lwcl/model/layer_map.hpp"
 #include "lwcl/model/layer_outputs.hpp"
-#include "lwcl/model/transformer.hpp"
+#include "lwcl/model/weights.hpp"
 #include "lwcl/ops/common.hpp"
 
 namespace lwcl::eval {
@@ -21,7 +21,7 @@ namespace cumulative_detail {
 
 // The hidden state leaving every layer of `net` for tokens (B, T) in host memory, as doubles.
 template <class Backend>
-std::vector<std::vector<double>> layer_outputs(model::transformer<Backend>& net, const std::vector<std::int32_t>& ids,
+std::vector<std::vector<double>> layer_outputs(const model::weights<Backend>& net, const std::vector<std::int32_t>& ids,
                                                index_t B, index_t T) {
   std::vector<std::vector<double>> out;
   model::for_each_layer_output(net, ids, B, T, [&](index_t boundary, const tensor& x) {
@@ -43,7 +43,7 @@ std::vector<std::vector<double>> layer_outputs(model::transformer<Backend>& net,
 // Per student layer, the relative error of its output against the teacher's, over `batches` token
 // batches (each B * T ids): sqrt(sum ||dh||^2 / sum ||h^T||^2) across the batches.
 template <class Backend>
-std::vector<double> cumulative_error(model::transformer<Backend>& teacher, model::transformer<Backend>& student,
+std::vector<double> cumulative_error(const model::weights<Backend>& teacher, const model::weights<Backend>& student,
                                      const std::vector<index_t>& boundaries,
                                      const std::vector<std::vector<std::int32_t>>& batches, index_t B, index_t T) {
   const index_t L = student.config().n_layers();

@@ -125,8 +125,31 @@ class encoder : public weights<Backend> {
 
   encoder(Backend& be, encoder_config cfg, dtype t = dtype::f32)
       : base(be, cfg.model, (cfg.validate(), encoder_layout(cfg)), t), cfg_(std::move(cfg)) {}
+  // For forward passes only (a teacher): no gradient buffer, no saved activations (weights::freeze()).
+  encoder(Backend& be, encoder_config cfg, dtype t, frozen_t)
+      : base(be, cfg.model, (cfg.validate(), encoder_layout(cfg)), t, true), cfg_(std::move(cfg)) {}
 
-  const model_config& config() const { return cfg_.model; }
+  const model_config& config() const override { return cfg_.model; }
+
+  // The embedding LayerNorm's output for `tokens` with token type 0 everywhere (a single segment, as
+  // sentence-transformers encodes a sentence), through buffers of its own.
+  void embed_inputs(const tensor& tokens, const tensor& x) const override {
+    constexpr std::string_view op = "encoder::embed_inputs";
+    check(tokens.shape.rank() == 2 && tokens.type == dtype::i32 && tokens.numel() > 0, op, ": tokens is ",
+          dtype_name(tokens.type), " ", tokens.shape.str(), ", expected a non-empty i32 (B, T)");
+    const auto& m = cfg_.model;
+    const index_t B = tokens.shape[0], T = tokens.shape[1];
+    check(T <= m.max_seq, op, ": sequence length ", T, " exceeds the ", m.max_seq, " learned positions");
+    ops::expect_shape(op, "x", x, shape{B, T, m.d_model});
+    check_ids(op, "token id", "tokens", tokens, m.vocab, "the vocabulary");
+    owned_tensor<Backend> e(be_, type_, {B, T, m.d_model}), et(be_, type_, {B, T, m.d_model}), mean(be_, type_, {B * T}),
+        rstd(be_, type_, {B * T}), types(be_, dtype::i32, {B, T});
+    ops::embedding_forward(be_, e.view(), tokens, param("wte"), param("wpe"));
+    ops::embedding_forward(be_, et.view(), types.view(), param("wtt"), tensor());
+    ops::add(be_, e.view(), e.view(), et.view());
+    ops::layernorm_forward(be_, x, mean.view(), rstd.view(), e.view(), param("norm_emb.weight"), param("norm_emb.bias"),
+                           m.norm_eps);
+  }
   const encoder_config& encoder_cfg() const { return cfg_; }
   index_t type_vocab() const { return cfg_.type_vocab; }
 
@@ -204,7 +227,7 @@ class encoder : public weights<Backend> {
 
   // Every id of `ids` (i32, backend memory) lies in [0, n); the error names its (b, t) position.
   void check_ids(std::string_view op, std::string_view what, std::string_view arg, const tensor& ids, index_t n,
-                 std::string_view range) {
+                 std::string_view range) const {
     std::vector<std::int32_t> host(static_cast<std::size_t>(ids.numel()));
     be_.to_host(host.data(), ids.data, host.size() * sizeof(std::int32_t));
     const index_t T = ids.shape[1];

@@ -5,13 +5,13 @@
 #include <vector>
 
 #include "lwcl/core/error.hpp"
-#include "lwcl/model/transformer.hpp"
+#include "lwcl/model/weights.hpp"
 #include "lwcl/ops/common.hpp"
 
 namespace lwcl::model {
 
 template <class Backend>
-std::vector<double> host_params(const transformer<Backend>& net) {
+std::vector<double> host_params(const weights<Backend>& net) {
   std::vector<double> out(static_cast<std::size_t>(net.layout().numel()));
   ops::dispatch_storage("host_params", net.type(), [&](auto z) {
     using T = decltype(z);
@@ -24,7 +24,7 @@ std::vector<double> host_params(const transformer<Backend>& net) {
 
 // Rounds each value to the model's dtype.
 template <class Backend>
-void set_host_params(transformer<Backend>& net, const std::vector<double>& values) {
+void set_host_params(weights<Backend>& net, const std::vector<double>& values) {
   check(values.size() == static_cast<std::size_t>(net.layout().numel()), "set_host_params: ", values.size(),
         " values for a model of ", net.layout().numel(), " parameters");
   ops::dispatch_storage("set_host_params", net.type(), [&](auto z) {

@@ -1,5 +1,6 @@
 #pragma once
-// A model's hidden state at every layer boundary, one layer at a time: the embedding output (boundary 0)
+// A model's hidden state (a decoder's or the encoder's) at every layer boundary, one layer at a time: the
+// embedding output (boundary 0)
 // and each block's output (boundary l + 1), handed to a callback while only two (B, T, C) buffers and
 // one block's activations are resident. The teacher pass of the layer-wise pipeline, the cumulative
 // error curve and the feature-codec benchmark read the hidden states this way.
@@ -10,8 +11,7 @@
 #include "lwcl/core/error.hpp"
 #include "lwcl/model/block.hpp"
 #include "lwcl/model/block_stack.hpp"
-#include "lwcl/model/transformer.hpp"
-#include "lwcl/ops/embedding.hpp"
+#include "lwcl/model/weights.hpp"
 
 namespace lwcl::model {
 
@@ -19,7 +19,7 @@ namespace lwcl::model {
 // f(boundary, h) for boundaries 0 .. last with h the (B, T, C) hidden state in backend memory (valid
 // during the call). last defaults to every layer.
 template <class Backend, class F>
-void for_each_layer_output(transformer<Backend>& net, const std::vector<std::int32_t>& ids, index_t B, index_t T, F&& f,
+void for_each_layer_output(const weights<Backend>& net, const std::vector<std::int32_t>& ids, index_t B, index_t T, F&& f,
                            index_t last = -1) {
   auto& be = net.backend();
   const auto& cfg = net.config();
@@ -31,8 +31,7 @@ void for_each_layer_output(transformer<Backend>& net, const std::vector<std::int
   owned_tensor<Backend> x(be, t, {B, T, cfg.d_model}), y(be, t, {B, T, cfg.d_model});
   buffer<Backend> tok(be, ids.size() * sizeof(std::int32_t));
   be.from_host(tok.data(), ids.data(), tok.bytes());
-  ops::embedding_forward(be, x.view(), tensor(tok.data(), dtype::i32, {B, T}), net.param("wte"),
-                         net.layout().contains("wpe") ? net.param("wpe") : tensor());
+  net.embed_inputs(tensor(tok.data(), dtype::i32, {B, T}), x.view());
   f(index_t(0), x.view());
   for (index_t l = 0; l < last; ++l) {
     const auto sh = shape_of_layer(cfg, l);

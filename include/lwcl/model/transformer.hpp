@@ -57,8 +57,16 @@ class transformer : public weights<Backend> {
           " is an encoder; the language-model transformer supports gpt2, llama and qwen2");
   }
 
-  const model_config& config() const { return cfg_; }
+  const model_config& config() const override { return cfg_; }
   void init(std::uint64_t seed) { this->init_from(cfg_, seed, "transformer"); }
+
+  void embed_inputs(const tensor& tokens, const tensor& x) const override {
+    check(tokens.shape.rank() == 2 && tokens.type == dtype::i32, "transformer::embed_inputs: tokens is ",
+          dtype_name(tokens.type), " ", tokens.shape.str(), ", expected i32 (B, T)");
+    check(tokens.shape[1] <= cfg_.max_seq, "transformer::embed_inputs: sequence length ", tokens.shape[1],
+          " exceeds max_seq ", cfg_.max_seq);
+    ops::embedding_forward(be_, x, tokens, param("wte"), has("wpe") ? param("wpe") : tensor());
+  }
 
   // Runs the model on `tokens` (i32, (B, T), backend memory) up to the logits, saving what backward
   // needs; returns the logits (B, T, vocab), valid until the next forward.

@@ -51,6 +51,18 @@ void init_parameters(const model_config& cfg, const tensor_layout& layout, T* ho
 template <class Backend>
 class weights {
  public:
+  virtual ~weights() = default;
+  weights(const weights&) = delete;
+  weights& operator=(const weights&) = delete;
+
+  // The model's configuration.
+  virtual const model_config& config() const = 0;
+  // The feature at boundary 0, the input of layer 0, of `tokens` (i32 (B, T), backend memory) into `x`
+  // ((B, T, d_model)): a decoder's word (and position) embeddings; the encoder's word, position and
+  // token-type-0 embeddings through its embedding LayerNorm. Keeps nothing for a backward pass and
+  // works on a frozen model: what a teacher pass and a calibration pass start from.
+  virtual void embed_inputs(const tensor& tokens, const tensor& x) const = 0;
+
   Backend& backend() const { return be_; }
   const tensor_layout& layout() const { return layout_; }
   dtype type() const { return type_; }

@@ -105,7 +105,7 @@ struct row_cosine {
 template <class Backend>
 class calibration_pass {
  public:
-  explicit calibration_pass(const model::transformer<Backend>& net) : net_(net) {
+  explicit calibration_pass(const model::weights<Backend>& net) : net_(net) {
     const auto& cfg = net.config();
     stats_.config = cfg;
     for (index_t l = 0; l < cfg.n_layers(); ++l) {
@@ -137,8 +137,7 @@ class calibration_pass {
     ensure(B, T);
     Backend& be = net_.backend();
     be.from_host(tok_.data(), ids, tok_.bytes());
-    ops::embedding_forward(be, hidden_[0], tensor(tok_.data(), dtype::i32, {B, T}), net_.param("wte"),
-                           net_.layout().contains("wpe") ? net_.param("wpe") : tensor());
+    net_.embed_inputs(tensor(tok_.data(), dtype::i32, {B, T}), hidden_[0]);
     ops::dispatch_float("calibration_pass", net_.type(), [&](auto z) {
       using E = decltype(z);
       for (std::size_t l = 0; l < shapes_.size(); ++l) {
@@ -238,7 +237,7 @@ class calibration_pass {
     }
   }
 
-  const model::transformer<Backend>& net_;
+  const model::weights<Backend>& net_;
   mutable calibration_stats stats_;  // the sums are copied in from sum_buf_ when read
   mutable bool fresh_ = true;
   std::vector<model::block_shape> shapes_;
@@ -255,7 +254,7 @@ class calibration_pass {
 
 // One pass over `ids`, read as consecutive (B, T) batches; ids.size() must be a positive multiple of B * T.
 template <class Backend>
-calibration_stats collect_statistics(const model::transformer<Backend>& net, const std::vector<std::int32_t>& ids, index_t B,
+calibration_stats collect_statistics(const model::weights<Backend>& net, const std::vector<std::int32_t>& ids, index_t B,
                                      index_t T) {
   check(B > 0 && T > 0, "collect_statistics: batch ", B, " x ", T, " must be positive");
   check(!ids.empty(), "collect_statistics: the calibration set is empty (expected at least one batch of ", B, " x ", T,
@@ -269,7 +268,7 @@ calibration_stats collect_statistics(const model::transformer<Backend>& net, con
 
 // One pass over batches 0 .. n_batches - 1 of `loader`, which must have been built for (B, T) batches.
 template <class Backend>
-calibration_stats collect_statistics(const model::transformer<Backend>& net, const data::batch_loader& loader, index_t B,
+calibration_stats collect_statistics(const model::weights<Backend>& net, const data::batch_loader& loader, index_t B,
                                      index_t T, index_t n_batches) {
   check(n_batches > 0, "collect_statistics: the calibration set is empty (n_batches = ", n_batches, ")");
   calibration_pass<Backend> pass(net);
@@ -286,7 +285,7 @@ calibration_stats collect_statistics(const model::transformer<Backend>& net, con
 // The scoring input of `net` (its weights copied to host memory as double), with optional statistics,
 // which must have been gathered on a model of net's shape.
 template <class Backend>
-scoring_input make_scoring_input(const model::transformer<Backend>& net, std::optional<calibration_stats> stats = std::nullopt) {
+scoring_input make_scoring_input(const model::weights<Backend>& net, std::optional<calibration_stats> stats = std::nullopt) {
   scoring_input in;
   in.config = net.config();
   in.layout = net.layout();

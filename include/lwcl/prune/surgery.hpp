@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lwcl/model/encoder.hpp"
 #include "lwcl/model/host_params.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/prune/plan.hpp"
@@ -26,12 +27,26 @@ using model::host_params;
 using model::set_host_params;
 }  // namespace detail
 
-// Returns the pruned model, on the same backend and in the same dtype as `net`. With `comp`, the
-// output biases absorb the removed channels' mean contribution; families without output biases
-// (llama, qwen2) then get them (model_config::output_bias).
+namespace detail {
+// A model of the same kind as `net` (decoder or encoder, with the encoder's token types) shaped by `cfg`.
 template <class Backend>
-std::unique_ptr<model::transformer<Backend>> apply_plan(const model::transformer<Backend>& net, const prune_plan& plan,
-                                                        const bias_compensation* comp = nullptr) {
+std::unique_ptr<model::transformer<Backend>> same_kind(const model::transformer<Backend>& net, model::model_config cfg) {
+  return std::make_unique<model::transformer<Backend>>(net.backend(), std::move(cfg), net.type());
+}
+template <class Backend>
+std::unique_ptr<model::encoder<Backend>> same_kind(const model::encoder<Backend>& net, model::model_config cfg) {
+  return std::make_unique<model::encoder<Backend>>(net.backend(), model::encoder_config{std::move(cfg), net.type_vocab()},
+                                                   net.type());
+}
+}  // namespace detail
+
+// Returns the pruned model (a transformer or an encoder, as `net`), on the same backend and in the same
+// dtype as `net`; everything outside the layers (embeddings, the encoder's embedding LayerNorm, the
+// final norm and head) is copied whole. With `comp`, the output biases absorb the removed channels'
+// mean contribution; families without output biases (llama, qwen2) then get them
+// (model_config::output_bias).
+template <class Net>
+std::unique_ptr<Net> apply_plan(const Net& net, const prune_plan& plan, const bias_compensation* comp = nullptr) {
   const auto& cfg = net.config();
   auto out_cfg = pruned_config(cfg, plan);
   if (comp) {
@@ -40,7 +55,7 @@ std::unique_ptr<model::transformer<Backend>> apply_plan(const model::transformer
           " layers, the model has ", cfg.layers.size());
     out_cfg.output_bias = true;
   }
-  auto out = std::make_unique<model::transformer<Backend>>(net.backend(), out_cfg, net.type());
+  auto out = detail::same_kind(net, out_cfg);
   const auto& src_layout = net.layout();
   const auto& dst_layout = out->layout();
   const auto src = detail::host_params(net);

@@ -88,9 +88,10 @@ class pipeline_run {
   using staging_type = typename pipeline_detail::staging_of<cache_policy_type>::type;
   using feed_type = feature_feed<Backend, store_type, staging_type>;
   using net_type = model::transformer<Backend>;
-  // Loads (or builds) the teacher; called for the teacher pass and the final KD stage only, and the
-  // model is released after each, so it is never resident while segments train.
-  using teacher_source = std::function<std::unique_ptr<net_type>()>;
+  // Loads (or builds) the teacher, a decoder (model::transformer) or an encoder (model::encoder); called
+  // for the teacher pass and the final KD stage only, and the model is released after each, so it is
+  // never resident while segments train.
+  using teacher_source = std::function<std::unique_ptr<model::weights<Backend>>()>;
 
   // A run recovering `student` in place, checked with validate_run() first: the bundle's segmentation
   // and curriculum behind `schedule` (into which the run fills the runtime inputs it measures), its
@@ -230,6 +231,8 @@ template <class Backend, class CachePolicy, class Loss>
 pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_source& load_teacher) {
   namespace fs = std::filesystem;
   const student_state initial = opt_.validation_ids.empty() ? student_state{} : st_;
+  check(!st_.is_encoder() || !sched_.has_final_kd(), "pipeline: the curriculum closes with logit KD, and the student is "
+        "an encoder, which has no logits: pick a curriculum without final KD");
   res_.policies = names_;
   res_.total = opt_.total;
 
@@ -340,11 +343,13 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
   cache_.reset();
   metrics_.close();
   if (opt_.save_student) {
-    auto net = st_.to_transformer(be_);
     const fs::path dir = run_dir_ / "student";
     std::error_code ec;
     fs::remove_all(dir, ec);
-    checkpoint::save_hf(*net, dir.string());
+    if (st_.is_encoder())
+      checkpoint::save_hf(*st_.to_encoder(be_), dir.string());  // a BertModel folder, as the teacher came
+    else
+      checkpoint::save_hf(*st_.to_transformer(be_), dir.string());
   }
   if (!opt_.validation_ids.empty()) evaluate_recovery(be_, opt_, B_, T_, tlo_, load_teacher, st_, initial, res_);
   write_text_atomic(run_dir_ / "report.json", res_.to_json().dump(2) + "\n");
@@ -361,7 +366,7 @@ template <class Backend, class CachePolicy, class Loss>
 void pipeline_run<Backend, CachePolicy, Loss>::teacher_pass(const teacher_source& load_teacher) {
   timer t;
   const auto& wanted = tlo_;  // strictly increasing, from 0
-  std::unique_ptr<net_type> teacher;
+  std::unique_ptr<model::weights<Backend>> teacher;
   std::vector<std::int32_t> ids, targets;
   for (index_t b = 0; b < opt_.feature_batches; ++b) {
     bool have = true;
@@ -376,6 +381,8 @@ void pipeline_run<Backend, CachePolicy, Loss>::teacher_pass(const teacher_source
       teacher->freeze();  // run forward only: no gradient buffer
       const auto& tc = teacher->config();
       check(tc.d_model == st_.config.d_model, "pipeline: teacher width ", tc.d_model, " != student width ", st_.config.d_model);
+      check(tc.fam == st_.config.fam, "pipeline: the teacher is ", model::family_name(tc.fam), ", the student ",
+            model::family_name(st_.config.fam));
       model::check_boundary_map(tlo_, st_.config.n_layers(), tc.n_layers(), "pipeline");
       check(teacher->type() == st_.type, "pipeline: the teacher is ", dtype_name(teacher->type()), ", the student ",
             dtype_name(st_.type), "; features are cached in one dtype");
@@ -656,8 +663,10 @@ nlohmann::json pipeline_run<Backend, CachePolicy, Loss>::memory_sample(std::size
 template <class Backend, class CachePolicy, class Loss>
 void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& load_teacher) {
   timer t;
-  auto teacher = load_teacher();
-  check(teacher != nullptr, "pipeline: the teacher source returned no model");
+  auto loaded = load_teacher();
+  check(loaded != nullptr, "pipeline: the teacher source returned no model");
+  auto* teacher = dynamic_cast<net_type*>(loaded.get());
+  check(teacher != nullptr, "pipeline: the final KD stage distils logits; the teacher is an encoder, which has none");
   teacher->freeze();
   auto net = st_.to_transformer(be_);
   fold_peaks();  // end-to-end KD restarts the tracker's peak of the compute tier

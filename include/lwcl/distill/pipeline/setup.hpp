@@ -39,6 +39,8 @@ inline void validate_run(const pipeline_options& opt, const student_state& s, co
         ", expected a positive amount");
   check(opt.final_kd_share >= 0 && opt.final_kd_share < 1, "pipeline: final_kd_share is ", opt.final_kd_share,
         ", expected a share in [0, 1)");
+  check(!s.is_encoder() || opt.validation_ids.empty(), "pipeline: validation_ids score a language model's perplexity; "
+        "the student is an encoder (leave them empty and judge its embeddings)");
   check(opt.checkpoint_every >= 0, "pipeline: checkpoint_every is ", opt.checkpoint_every, ", expected >= 0");
   check(loader.batch_size() > 0 && loader.seq_len() > 0, "pipeline: the loader has no batch shape");
   if (!opt.validation_ids.empty()) {

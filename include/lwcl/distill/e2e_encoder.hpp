@@ -1,0 +1,206 @@
+#pragma once
+// End-to-end distillation of an encoder student (family bert), the baseline of layer-wise recovery for
+// encoders: teacher and student both resident, the student trained through all its layers at once on
+// one of two objectives against the frozen teacher (run forward only, one block's activations at a
+// time, model::for_each_layer_output):
+//   embedding: 1 - cos(mean-pooled student output, mean-pooled teacher output) per sequence, averaged
+//              over the batch (the sentence embedding sentence-transformers computes, before its
+//              normalisation, which the cosine ignores);
+//   hidden:    the mean squared error between the two last hidden states.
+// AdamW, global-norm clipping, a cosine schedule, a step and/or wall-clock budget and a quality curve
+// (distill/curve.hpp) as train_e2e_kd has; the peak memory is the tracker's.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/core/memory.hpp"
+#include "lwcl/core/metrics.hpp"
+#include "lwcl/core/progress.hpp"
+#include "lwcl/core/timer.hpp"
+#include "lwcl/data/loader.hpp"
+#include "lwcl/distill/curve.hpp"
+#include "lwcl/distill/e2e_kd.hpp"
+#include "lwcl/distill/pipeline/budget.hpp"
+#include "lwcl/model/encoder.hpp"
+#include "lwcl/model/layer_outputs.hpp"
+#include "lwcl/optim/adamw.hpp"
+#include "lwcl/optim/clip.hpp"
+#include "lwcl/optim/schedule.hpp"
+#include "lwcl/prune/plan.hpp"
+
+namespace lwcl::distill {
+
+enum class encoder_objective { embedding, hidden };
+
+inline std::string_view objective_name(encoder_objective o) {
+  return o == encoder_objective::embedding ? "embedding" : "hidden";
+}
+
+struct e2e_encoder_options {
+  long steps = 200;
+  double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.0, clip = 1.0;
+  encoder_objective objective = encoder_objective::embedding;
+  double time_budget_seconds = 0;  // > 0: stop when the training wall clock passes it
+  bool progress_bar = true;
+  quality_probe probe;             // as e2e_options: before the first step, every eval_every steps, at the end
+  long eval_every = 0;
+};
+
+namespace e2e_encoder_detail {
+
+// d(loss)/d(student hidden) on the host, and the loss, for one batch of (B, T, C) last hidden states.
+inline double objective_grad(encoder_objective o, const std::vector<double>& hs, const std::vector<double>& ht,
+                             std::vector<double>& g, index_t B, index_t T, index_t C) {
+  g.assign(hs.size(), 0.0);
+  if (o == encoder_objective::hidden) {
+    const double n = static_cast<double>(hs.size());
+    double loss = 0;
+    for (std::size_t i = 0; i < hs.size(); ++i) {
+      const double d = hs[i] - ht[i];
+      loss += d * d;
+      g[i] = 2 * d / n;
+    }
+    return loss / n;
+  }
+  double loss = 0;
+  std::vector<double> ps(static_cast<std::size_t>(C)), pt(static_cast<std::size_t>(C));
+  for (index_t b = 0; b < B; ++b) {
+    std::fill(ps.begin(), ps.end(), 0.0);
+    std::fill(pt.begin(), pt.end(), 0.0);
+    for (index_t t = 0; t < T; ++t)
+      for (index_t c = 0; c < C; ++c) {
+        const auto i = static_cast<std::size_t>((b * T + t) * C + c);
+        ps[static_cast<std::size_t>(c)] += hs[i] / static_cast<double>(T);
+        pt[static_cast<std::size_t>(c)] += ht[i] / static_cast<double>(T);
+      }
+    double ns = 0, nt = 0, dot = 0;
+    for (index_t c = 0; c < C; ++c) {
+      const auto k = static_cast<std::size_t>(c);
+      ns += ps[k] * ps[k];
+      nt += pt[k] * pt[k];
+      dot += ps[k] * pt[k];
+    }
+    ns = std::sqrt(ns);
+    nt = std::sqrt(nt);
+    check(ns > 0 && nt > 0, "train_e2e_encoder: a sequence's mean-pooled output is zero");
+    const double cos = dot / (ns * nt);
+    loss += (1 - cos) / static_cast<double>(B);
+    // d(1 - cos)/d ps = -(pt / (ns nt) - cos ps / ns^2); the mean over T spreads it evenly.
+    for (index_t c = 0; c < C; ++c) {
+      const auto k = static_cast<std::size_t>(c);
+      const double dps = -(pt[k] / (ns * nt) - cos * ps[k] / (ns * ns)) / static_cast<double>(B);
+      for (index_t t = 0; t < T; ++t) g[static_cast<std::size_t>((b * T + t) * C + c)] = dps / static_cast<double>(T);
+    }
+  }
+  return loss;
+}
+
+template <class Backend>
+void to_host_doubles(Backend& be, const tensor& x, std::vector<double>& out) {
+  out.resize(static_cast<std::size_t>(x.numel()));
+  ops::dispatch_float("train_e2e_encoder", x.type, [&](auto z) {
+    using E = decltype(z);
+    std::vector<E> tmp(out.size());
+    be.to_host(tmp.data(), x.data, x.bytes());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(tmp[i]);
+  });
+}
+
+template <class Backend>
+void from_host_doubles(Backend& be, const std::vector<double>& in, const tensor& x) {
+  ops::dispatch_float("train_e2e_encoder", x.type, [&](auto z) {
+    using E = decltype(z);
+    std::vector<E> tmp(in.begin(), in.end());
+    be.from_host(x.data, tmp.data(), x.bytes());
+  });
+}
+
+}  // namespace e2e_encoder_detail
+
+template <class Backend>
+e2e_result train_e2e_encoder(const model::encoder<Backend>& teacher, model::encoder<Backend>& student,
+                             const data::batch_loader& loader, index_t B, index_t T, const e2e_encoder_options& opt,
+                             metrics_writer* metrics = nullptr) {
+  auto& be = student.backend();
+  const auto& tc = teacher.config();
+  const auto& sc = student.config();
+  check(tc.d_model == sc.d_model, "train_e2e_encoder: teacher width ", tc.d_model, " != student width ", sc.d_model);
+  check(tc.vocab == sc.vocab, "train_e2e_encoder: teacher vocabulary ", tc.vocab, " != student vocabulary ", sc.vocab);
+  check(opt.steps >= 1, "train_e2e_encoder: steps must be at least 1");
+  check(opt.eval_every >= 0, "train_e2e_encoder: eval_every is ", opt.eval_every, ", expected >= 0");
+  constexpr tier ct = Backend::memory_tier;
+  const std::size_t held = teacher.parameter_bytes() + student.parameter_bytes() + student.activation_bytes();
+  const std::size_t now = memory().current_compute(ct), others = now > held ? now - held : 0;
+  memory().reset_peak(ct);
+  optim::adamw_config oc;
+  oc.lr = opt.lr;
+  oc.weight_decay = opt.weight_decay;
+  optim::adamw<Backend> adam(be, student.params(), oc);
+  optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
+  const index_t C = sc.d_model;
+  owned_tensor<Backend> dhidden(be, student.type(), {B, T, C});
+  buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
+  std::vector<std::int32_t> ids, targets;
+  std::vector<double> hs, ht, g;
+  std::unique_ptr<progress> bar;
+  if (opt.progress_bar) bar = std::make_unique<progress>("e2e_" + std::string(objective_name(opt.objective)), opt.steps);
+  e2e_detail::probe_clock clock;
+  e2e_result res;
+  const double step_flops = static_cast<double>(B * T) * (prune::layers_flops_per_token(tc, 0, tc.n_layers(), T) +
+                                                          3 * prune::layers_flops_per_token(sc, 0, sc.n_layers(), T));
+  auto training_seconds = [&] { return clock.training_seconds(); };
+  auto evaluate = [&](long s) { clock.evaluate(opt.probe, s, res.flops, res.curve, "train_e2e_encoder"); };
+  evaluate(0);
+  for (long s = 1; s <= opt.steps; ++s) {
+    if (opt.time_budget_seconds > 0 && training_seconds() >= opt.time_budget_seconds) {
+      res.budget_exhausted = true;
+      break;
+    }
+    if (opt.time_budget_seconds > 0 && s == 4) {
+      const double elapsed = training_seconds();
+      sched.total_steps = steps_within_seconds(opt.steps, 3, 3, elapsed, opt.time_budget_seconds - elapsed);
+    }
+    loader.batch(static_cast<std::uint64_t>(s - 1), ids, targets);
+    double loss = 0;
+    try {
+      model::for_each_layer_output(teacher, ids, B, T, [&](index_t boundary, const tensor& h) {
+        if (boundary == tc.n_layers()) e2e_encoder_detail::to_host_doubles(be, h, ht);
+      });
+      be.from_host(tok.data(), ids.data(), tok.bytes());
+      const tensor out = student.forward(tensor(tok.data(), dtype::i32, {B, T}));
+      e2e_encoder_detail::to_host_doubles(be, out, hs);
+      loss = e2e_encoder_detail::objective_grad(opt.objective, hs, ht, g, B, T, C);
+      check(std::isfinite(loss), "the loss is ", loss);
+      e2e_encoder_detail::from_host_doubles(be, g, dhidden.view());
+      student.zero_grad();
+      student.backward(dhidden.view());
+      optim::clip_grad_norm(be, student.grads(), opt.clip);
+      adam.step(student.grads(), sched.lr(s));
+    } catch (const lwcl::error& e) {
+      fail("train_e2e_encoder: stopped at step ", s, ": ", e.what());
+    }
+    if (s == 1) res.loss_first = loss;
+    res.loss_last = loss;
+    res.steps = s;
+    res.tokens += B * T;
+    res.flops += step_flops;
+    if (metrics) metrics->write({{"step", s}, {"loss", loss}, {"seconds", training_seconds()}});
+    if (bar) bar->update(s, std::string(objective_name(opt.objective)) + " " + std::to_string(loss).substr(0, 7));
+    if (opt.eval_every > 0 && s % opt.eval_every == 0) evaluate(s);
+  }
+  if (bar) bar->finish();
+  if (clock.last_step() != res.steps) evaluate(res.steps);
+  res.eval_seconds = clock.eval_seconds();
+  res.seconds = training_seconds();
+  res.cpu_seconds = clock.training_cpu();
+  const std::size_t tracked = memory().peak_compute(ct);
+  res.peak_compute_bytes = tracked > others ? tracked - others : 0;
+  return res;
+}
+
+}  // namespace lwcl::distill
