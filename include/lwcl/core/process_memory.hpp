@@ -30,6 +30,20 @@ inline std::size_t peak_resident_bytes() {
   return 0;
 }
 
+// The resident set size of this process now in bytes (VmRSS); 0 when it cannot be read.
+inline std::size_t process_resident_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::size_t kib = 0;
+    for (char c : line)
+      if (c >= '0' && c <= '9') kib = kib * 10 + static_cast<std::size_t>(c - '0');
+    return kib * 1024;
+  }
+  return 0;
+}
+
 // Restarts the peak at what is resident now, after handing the allocator's free memory back to the
 // system (glibc's malloc_trim), so that memory an earlier part of the program freed does not count as
 // resident. Returns whether the kernel accepted the reset.

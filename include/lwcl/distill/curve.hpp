@@ -35,6 +35,17 @@ void from_json(const Json& j, curve_point& p) {
   p.ppl = j.at("ppl").template get<double>();
 }
 
+// A point as metrics.jsonl records it: {"event": "eval", "step", "ppl", "seconds"}. Filled field by
+// field: nvcc's front end rejects the nested braced list in some of the templates that write it.
+inline nlohmann::json eval_record(const curve_point& q) {
+  nlohmann::json rec;
+  rec["event"] = "eval";
+  rec["step"] = q.step;
+  rec["ppl"] = q.ppl;
+  rec["seconds"] = q.seconds;
+  return rec;
+}
+
 // Evaluates the model a run is training; returns its held-out perplexity.
 using quality_probe = std::function<double()>;
 

@@ -148,7 +148,11 @@ e2e_result train_e2e_encoder(const model::encoder<Backend>& teacher, model::enco
   std::vector<std::int32_t> ids, targets;
   std::vector<double> hs, ht, g;
   std::unique_ptr<progress> bar;
-  if (opt.progress_bar) bar = std::make_unique<progress>("e2e_" + std::string(objective_name(opt.objective)), opt.steps);
+  // Under a wall-clock budget the bar counts training seconds, otherwise steps.
+  const bool by_seconds = opt.time_budget_seconds > 0;
+  if (opt.progress_bar)
+    bar = std::make_unique<progress>("e2e_" + std::string(objective_name(opt.objective)),
+                                     by_seconds ? static_cast<long>(std::ceil(opt.time_budget_seconds)) : opt.steps);
   e2e_detail::probe_clock clock;
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::layers_flops_per_token(tc, 0, tc.n_layers(), T) +
@@ -190,7 +194,9 @@ e2e_result train_e2e_encoder(const model::encoder<Backend>& teacher, model::enco
     res.tokens += B * T;
     res.flops += step_flops;
     if (metrics) metrics->write({{"step", s}, {"loss", loss}, {"seconds", training_seconds()}});
-    if (bar) bar->update(s, std::string(objective_name(opt.objective)) + " " + std::to_string(loss).substr(0, 7));
+    if (bar)
+      bar->update(by_seconds ? static_cast<long>(training_seconds()) : s,
+                  std::string(objective_name(opt.objective)) + " " + std::to_string(loss).substr(0, 7));
     if (opt.eval_every > 0 && s % opt.eval_every == 0) evaluate(s);
   }
   if (bar) bar->finish();

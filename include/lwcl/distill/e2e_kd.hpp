@@ -16,6 +16,7 @@
 
 #include "lwcl/core/memory.hpp"
 #include "lwcl/core/metrics.hpp"
+#include "lwcl/core/process_memory.hpp"
 #include "lwcl/core/progress.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/distill/curve.hpp"
@@ -145,7 +146,10 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
   std::vector<std::int32_t> ids, targets;
   std::unique_ptr<progress> bar;
-  if (opt.progress_bar) bar = std::make_unique<progress>("e2e_kd", opt.steps);
+  // Under a wall-clock budget the bar counts training seconds, otherwise steps.
+  const bool by_seconds = opt.time_budget_seconds > 0;
+  if (opt.progress_bar)
+    bar = std::make_unique<progress>("e2e_kd", by_seconds ? static_cast<long>(std::ceil(opt.time_budget_seconds)) : opt.steps);
   e2e_detail::probe_clock clock;
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(teacher.config(), T) +
@@ -192,13 +196,12 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     res.tokens += B * T;
     res.flops += step_flops;
     if (metrics) metrics->write({{"step", s}, {"batch", opt.first_batch + static_cast<std::uint64_t>(k)}, {"loss", loss},
-                                 {"seconds", training_seconds()}});
-    if (bar) bar->update(s, "kl " + std::to_string(loss).substr(0, 6));
+                                 {"seconds", training_seconds()}, {"resident", process_resident_bytes()}});
+    if (bar) bar->update(by_seconds ? static_cast<long>(training_seconds()) : s, "kl " + std::to_string(loss).substr(0, 6));
     if ((opt.eval_every > 0 && s % opt.eval_every == 0) ||
         (opt.eval_every_seconds > 0 && training_seconds() >= next_eval)) {
       evaluate(s);
-      if (metrics && opt.probe) metrics->write({{"event", "eval"}, {"step", s}, {"ppl", res.curve.back().ppl},
-                                                {"seconds", res.curve.back().seconds}});
+      if (metrics && opt.probe) metrics->write(eval_record(res.curve.back()));
       while (opt.eval_every_seconds > 0 && next_eval <= training_seconds()) next_eval += opt.eval_every_seconds;
     }
   }

@@ -166,7 +166,8 @@ class pipeline_run {
                     const std::vector<index_t>& order, const std::vector<double>& difficulty, std::size_t base);
 
   // Bytes held now: compute (the backend's tier, less what the cache and the staging ring hold there),
-  // the cache's stored bytes, the staging ring, and the tracker's raw count of the backend's tier.
+  // the cache's stored bytes, the staging ring, the tracker's raw count of the backend's tier, and the
+  // process's resident set (0 where /proc cannot be read).
   nlohmann::json memory_sample(std::size_t staging) const;
 
   // ---- final KD ----
@@ -657,7 +658,8 @@ nlohmann::json pipeline_run<Backend, CachePolicy, Loss>::memory_sample(std::size
   std::size_t other = 0;
   if (store_type::memory_tier == ct) other += cache;
   if (staging_type::memory_tier == ct) other += staging;
-  return {{"compute", tracked > other ? tracked - other : 0}, {"cache", cache}, {"staging", staging}, {"tracker", tracked}};
+  return {{"compute", tracked > other ? tracked - other : 0}, {"cache", cache}, {"staging", staging}, {"tracker", tracked},
+          {"resident", process_resident_bytes()}};
 }
 
 template <class Backend, class CachePolicy, class Loss>
@@ -699,7 +701,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& lo
     q.cpu_seconds += cpu0;
     q.flops += flops0;
     res_.curve.push_back(q);
-    if (metrics_.is_open()) metrics_.write({{"event", "eval"}, {"step", q.step}, {"ppl", q.ppl}, {"seconds", q.seconds}});
+    if (metrics_.is_open()) metrics_.write(eval_record(q));
   }
   eval_wall_ += r.eval_seconds;
   res_.eval_seconds += r.eval_seconds;
@@ -782,7 +784,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::probe_quality() {
   eval_cpu_ += cpu_timer::now() - c0;
   res_.eval_seconds += t.seconds();
   res_.curve.push_back(q);
-  if (metrics_.is_open()) metrics_.write({{"event", "eval"}, {"step", q.step}, {"ppl", q.ppl}, {"seconds", q.seconds}});
+  if (metrics_.is_open()) metrics_.write(eval_record(q));
 }
 
 template <class Backend, class CachePolicy, class Loss>
