@@ -127,6 +127,7 @@ assert m["growing_student"]["policies"]["segmentation"] == m["growing"]["policie
 for run in ("kd", "kds"):
     rep, cfg, m = load(run)
     assert list(m)[2:] == ["lwcl", "layerwise_no_curriculum", "e2e_kd"], list(m)
+    assert cfg["curve_points"] == (4 if run == "kd" else 12), cfg["curve_points"]  # (12: lwcl_vs_kd's own default)
     for name in list(m)[2:]:
         c = m[name]["curve"]
         assert c[0]["step"] == 0 and c[0]["flops"] <= m[name]["train_flops"], (run, name, c[0])

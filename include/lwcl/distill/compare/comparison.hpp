@@ -202,6 +202,9 @@ class comparison {
 
   // Parses argv: -1 to go on, otherwise the exit code (after --help, or a bad option).
   int parse(int argc, char** argv) {
+    // Defaults a program set through defaults() after the options were declared: --help and
+    // config.json show what an option not given really is.
+    for (CLI::Option* o : app_.get_options()) o->capture_default_str();
     try {
       app_.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
