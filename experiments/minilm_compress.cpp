@@ -56,6 +56,7 @@ std::vector<std::vector<double>> embeddings(const model::weights<backend::cpu>& 
     std::vector<double> e(static_cast<std::size_t>(C), 0.0);
     model::for_each_layer_output(net, ids, 1, T, [&](index_t boundary, const tensor& h) {
       if (boundary != L) return;
+      check(h.type == dtype::f32, "minilm_compress: embeddings read f32 hidden states, got ", dtype_name(h.type));
       const auto* x = static_cast<const float*>(h.data);
       for (index_t t = 0; t < T; ++t)
         for (index_t c = 0; c < C; ++c) e[static_cast<std::size_t>(c)] += x[t * C + c] / static_cast<double>(T);
