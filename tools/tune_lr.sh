@@ -22,4 +22,4 @@ for lr in "$@"; do
   if [ ${#pids[@]} -ge "$(nproc)" ]; then wait "${pids[@]}"; pids=(); fi
 done
 [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"
-python3 tools/tune_table.py "$out"/lr*
+python3 tools/tune_table.py "$out"/lr*/
