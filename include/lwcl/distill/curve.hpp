@@ -7,9 +7,14 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/core/memory.hpp"
+#include "lwcl/core/timer.hpp"
 
 namespace lwcl::distill {
 
@@ -48,6 +53,21 @@ inline nlohmann::json eval_record(const curve_point& q) {
 
 // Evaluates the model a run is training; returns its held-out perplexity.
 using quality_probe = std::function<double()>;
+
+// Runs `probe` so that it counts in no figure: its wall and processor seconds are added to `wall` and
+// `cpu` (for the caller to take out of its clocks), the tracker's peaks are put back as they were
+// before it, and a value that is not finite stops the run, `who` naming it, at `step`.
+inline double run_probe(const quality_probe& probe, double& wall, double& cpu, std::string_view who, long step) {
+  timer t;
+  const double c0 = cpu_timer::now();
+  const auto peaks = memory().save_peaks();  // the evaluation's buffers count in no peak
+  const double q = probe();
+  memory().restore_peaks(peaks);
+  wall += t.seconds();
+  cpu += cpu_timer::now() - c0;
+  check(std::isfinite(q), who, ": the held-out figure after ", step, " steps is ", q);
+  return q;
+}
 
 // The cost at which `curve` first reaches perplexity `target` or below: the first point at or below it,
 // with seconds, processor seconds, FLOPs and steps interpolated linearly between it and the point before

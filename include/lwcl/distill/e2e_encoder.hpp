@@ -28,6 +28,7 @@
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/model/encoder.hpp"
 #include "lwcl/model/layer_outputs.hpp"
+#include "lwcl/ops/common.hpp"
 #include "lwcl/optim/adamw.hpp"
 #include "lwcl/optim/clip.hpp"
 #include "lwcl/optim/schedule.hpp"
@@ -100,26 +101,6 @@ inline double objective_grad(encoder_objective o, const std::vector<double>& hs,
   return loss;
 }
 
-template <class Backend>
-void to_host_doubles(Backend& be, const tensor& x, std::vector<double>& out) {
-  out.resize(static_cast<std::size_t>(x.numel()));
-  ops::dispatch_float("train_e2e_encoder", x.type, [&](auto z) {
-    using E = decltype(z);
-    std::vector<E> tmp(out.size());
-    be.to_host(tmp.data(), x.data, x.bytes());
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(tmp[i]);
-  });
-}
-
-template <class Backend>
-void from_host_doubles(Backend& be, const std::vector<double>& in, const tensor& x) {
-  ops::dispatch_float("train_e2e_encoder", x.type, [&](auto z) {
-    using E = decltype(z);
-    std::vector<E> tmp(in.begin(), in.end());
-    be.from_host(x.data, tmp.data(), x.bytes());
-  });
-}
-
 }  // namespace e2e_encoder_detail
 
 template <class Backend>
@@ -147,40 +128,31 @@ e2e_result train_e2e_encoder(const model::encoder<Backend>& teacher, model::enco
   buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
   std::vector<std::int32_t> ids, targets;
   std::vector<double> hs, ht, g;
-  std::unique_ptr<progress> bar;
-  // Under a wall-clock budget the bar counts training seconds, otherwise steps.
-  const bool by_seconds = opt.time_budget_seconds > 0;
-  if (opt.progress_bar)
-    bar = std::make_unique<progress>("e2e_" + std::string(objective_name(opt.objective)),
-                                     by_seconds ? static_cast<long>(std::ceil(opt.time_budget_seconds)) : opt.steps);
+  const auto bar = e2e_detail::progress_bar(opt.progress_bar, "e2e_" + std::string(objective_name(opt.objective)),
+                                            opt.time_budget_seconds, opt.steps);
   e2e_detail::probe_clock clock;
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::layers_flops_per_token(tc, 0, tc.n_layers(), T) +
                                                           3 * prune::layers_flops_per_token(sc, 0, sc.n_layers(), T));
-  auto training_seconds = [&] { return clock.training_seconds(); };
   auto evaluate = [&](long s) { clock.evaluate(opt.probe, s, res.flops, res.curve, "train_e2e_encoder"); };
   evaluate(0);
   for (long s = 1; s <= opt.steps; ++s) {
-    if (opt.time_budget_seconds > 0 && training_seconds() >= opt.time_budget_seconds) {
+    if (!clock.within_time(s, opt.time_budget_seconds, opt.steps, sched)) {
       res.budget_exhausted = true;
       break;
-    }
-    if (opt.time_budget_seconds > 0 && s == 4) {
-      const double elapsed = training_seconds();
-      sched.total_steps = steps_within_seconds(opt.steps, 3, 3, elapsed, opt.time_budget_seconds - elapsed);
     }
     loader.batch(static_cast<std::uint64_t>(s - 1), ids, targets);
     double loss = 0;
     try {
       model::for_each_layer_output(teacher, ids, B, T, [&](index_t boundary, const tensor& h) {
-        if (boundary == tc.n_layers()) e2e_encoder_detail::to_host_doubles(be, h, ht);
+        if (boundary == tc.n_layers()) ht = ops::to_host_doubles(be, h, "train_e2e_encoder");
       });
       be.from_host(tok.data(), ids.data(), tok.bytes());
       const tensor out = student.forward(tensor(tok.data(), dtype::i32, {B, T}));
-      e2e_encoder_detail::to_host_doubles(be, out, hs);
+      hs = ops::to_host_doubles(be, out, "train_e2e_encoder");
       loss = e2e_encoder_detail::objective_grad(opt.objective, hs, ht, g, B, T, C);
       check(std::isfinite(loss), "the loss is ", loss);
-      e2e_encoder_detail::from_host_doubles(be, g, dhidden.view());
+      ops::from_host_doubles(be, g, dhidden.view(), "train_e2e_encoder");
       student.zero_grad();
       student.backward(dhidden.view());
       optim::clip_grad_norm(be, student.grads(), opt.clip);
@@ -193,16 +165,17 @@ e2e_result train_e2e_encoder(const model::encoder<Backend>& teacher, model::enco
     res.steps = s;
     res.tokens += B * T;
     res.flops += step_flops;
-    if (metrics) metrics->write({{"step", s}, {"loss", loss}, {"seconds", training_seconds()}});
+    if (metrics) metrics->write({{"step", s}, {"loss", loss}, {"seconds", clock.training_seconds()}});
     if (bar)
-      bar->update(by_seconds ? static_cast<long>(training_seconds()) : s,
+      bar->update(clock.bar_position(s, opt.time_budget_seconds),
                   std::string(objective_name(opt.objective)) + " " + std::to_string(loss).substr(0, 7));
     if (opt.eval_every > 0 && s % opt.eval_every == 0) evaluate(s);
   }
   if (bar) bar->finish();
   if (clock.last_step() != res.steps) evaluate(res.steps);
   res.eval_seconds = clock.eval_seconds();
-  res.seconds = training_seconds();
+  res.eval_cpu_seconds = clock.eval_cpu_seconds();
+  res.seconds = clock.training_seconds();
   res.cpu_seconds = clock.training_cpu();
   const std::size_t tracked = memory().peak_compute(ct);
   res.peak_compute_bytes = tracked > others ? tracked - others : 0;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lwcl/core/memory.hpp"
@@ -65,6 +66,7 @@ struct e2e_result {
   double seconds = 0;      // training wall seconds (the probe's evaluations excluded)
   double cpu_seconds = 0;  // the process's processor seconds while training (every thread; evaluations excluded)
   double eval_seconds = 0; // wall seconds the probe took
+  double eval_cpu_seconds = 0;  // and its processor seconds
   std::vector<curve_point> curve;
   // Model FLOPs: per step and token the teacher's forward and the student's forward and backward
   // (counted as three forwards), prune::flops_per_token at the batch's sequence length.
@@ -83,21 +85,27 @@ class probe_clock {
   double training_seconds() const { return clock_.seconds() - eval_wall_; }
   double training_cpu() const { return cpu_.seconds() - eval_cpu_; }
   double eval_seconds() const { return eval_wall_; }
+  double eval_cpu_seconds() const { return eval_cpu_; }
   long last_step() const { return last_; }
+
+  // Under a wall-clock budget of `seconds` (> 0; 0: none): false once training time has passed it; at
+  // step 4 the schedule is fitted, from the first three steps' pace, to the steps the rest allows.
+  bool within_time(long s, double seconds, long steps, optim::cosine_schedule& sched) const {
+    if (seconds <= 0) return true;
+    const double elapsed = training_seconds();
+    if (elapsed >= seconds) return false;
+    if (s == 4) sched.total_steps = steps_within_seconds(steps, 3, 3, elapsed, seconds - elapsed);
+    return true;
+  }
+  // Where a progress bar made by progress_bar() stands after step s.
+  long bar_position(long s, double seconds) const { return seconds > 0 ? static_cast<long>(training_seconds()) : s; }
 
   // With a probe: its value for the model after step s, at `flops`, appended to `curve`.
   void evaluate(const quality_probe& probe, long s, double flops, std::vector<curve_point>& curve, std::string_view who) {
     if (!probe) return;
     const double at = training_seconds(), cpu_at = training_cpu();
-    timer t;
-    const double c0 = cpu_timer::now();
-    const auto peaks = memory().save_peaks();
-    const double q = probe();
-    memory().restore_peaks(peaks);
-    check(std::isfinite(q), who, ": the held-out figure at step ", s, " is ", q);
+    const double q = run_probe(probe, eval_wall_, eval_cpu_, who, s);
     curve.push_back({s, at, cpu_at, flops, q});
-    eval_wall_ += t.seconds();
-    eval_cpu_ += cpu_timer::now() - c0;
     last_ = s;
   }
 
@@ -107,6 +115,13 @@ class probe_clock {
   double eval_wall_ = 0, eval_cpu_ = 0;
   long last_ = -1;
 };
+
+// A trainer's progress bar (none unless `on`): in training seconds under a wall-clock budget of
+// `seconds`, otherwise in steps.
+inline std::unique_ptr<progress> progress_bar(bool on, std::string label, double seconds, long steps) {
+  if (!on) return nullptr;
+  return std::make_unique<progress>(std::move(label), seconds > 0 ? static_cast<long>(std::ceil(seconds)) : steps);
+}
 
 }  // namespace e2e_detail
 
@@ -145,27 +160,18 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   }
   buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
   std::vector<std::int32_t> ids, targets;
-  std::unique_ptr<progress> bar;
-  // Under a wall-clock budget the bar counts training seconds, otherwise steps.
-  const bool by_seconds = opt.time_budget_seconds > 0;
-  if (opt.progress_bar)
-    bar = std::make_unique<progress>("e2e_kd", by_seconds ? static_cast<long>(std::ceil(opt.time_budget_seconds)) : opt.steps);
+  const auto bar = e2e_detail::progress_bar(opt.progress_bar, "e2e_kd", opt.time_budget_seconds, opt.steps);
   e2e_detail::probe_clock clock;
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(teacher.config(), T) +
                                                           3 * prune::flops_per_token(student.config(), T));
   double next_eval = opt.eval_every_seconds;
-  auto training_seconds = [&] { return clock.training_seconds(); };
   auto evaluate = [&](long s) { clock.evaluate(opt.probe, s, res.flops, res.curve, "train_e2e_kd"); };
   if (opt.probe_start) evaluate(0);
   for (long s = 1; s <= opt.steps; ++s) {
-    if (opt.time_budget_seconds > 0 && training_seconds() >= opt.time_budget_seconds) {
+    if (!clock.within_time(s, opt.time_budget_seconds, opt.steps, sched)) {
       res.budget_exhausted = true;
       break;
-    }
-    if (opt.time_budget_seconds > 0 && s == 4) {
-      const double elapsed = training_seconds();
-      sched.total_steps = steps_within_seconds(opt.steps, 3, 3, elapsed, opt.time_budget_seconds - elapsed);
     }
     const long k = opt.cycle_batches > 0 ? (s - 1) % opt.cycle_batches : s - 1;
     loader.batch(opt.first_batch + static_cast<std::uint64_t>(k), ids, targets);
@@ -196,19 +202,20 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     res.tokens += B * T;
     res.flops += step_flops;
     if (metrics) metrics->write({{"step", s}, {"batch", opt.first_batch + static_cast<std::uint64_t>(k)}, {"loss", loss},
-                                 {"seconds", training_seconds()}, {"resident", process_resident_bytes()}});
-    if (bar) bar->update(by_seconds ? static_cast<long>(training_seconds()) : s, "kl " + std::to_string(loss).substr(0, 6));
+                                 {"seconds", clock.training_seconds()}, {"resident", process_resident_bytes()}});
+    if (bar) bar->update(clock.bar_position(s, opt.time_budget_seconds), "kl " + std::to_string(loss).substr(0, 6));
     if ((opt.eval_every > 0 && s % opt.eval_every == 0) ||
-        (opt.eval_every_seconds > 0 && training_seconds() >= next_eval)) {
+        (opt.eval_every_seconds > 0 && clock.training_seconds() >= next_eval)) {
       evaluate(s);
       if (metrics && opt.probe) metrics->write(eval_record(res.curve.back()));
-      while (opt.eval_every_seconds > 0 && next_eval <= training_seconds()) next_eval += opt.eval_every_seconds;
+      while (opt.eval_every_seconds > 0 && next_eval <= clock.training_seconds()) next_eval += opt.eval_every_seconds;
     }
   }
   if (bar) bar->finish();
   if (clock.last_step() != res.steps) evaluate(res.steps);
   res.eval_seconds = clock.eval_seconds();
-  const double train_wall = training_seconds(), train_cpu = clock.training_cpu();
+  res.eval_cpu_seconds = clock.eval_cpu_seconds();
+  const double train_wall = clock.training_seconds(), train_cpu = clock.training_cpu();
   const std::size_t tracked = memory().peak_compute(ct);
   res.peak_compute_bytes = tracked > others ? tracked - others : 0;
   res.declared_compute_bytes = teacher.parameter_bytes() + teacher.inference_bytes() + student.parameter_bytes() +

@@ -26,14 +26,7 @@ std::vector<std::vector<double>> layer_outputs(const model::weights<Backend>& ne
   std::vector<std::vector<double>> out;
   model::for_each_layer_output(net, ids, B, T, [&](index_t boundary, const tensor& x) {
     if (boundary == 0) return;
-    std::vector<double> h(static_cast<std::size_t>(x.numel()));
-    ops::dispatch_float("cumulative_error", x.type, [&](auto z) {
-      using E = decltype(z);
-      std::vector<E> tmp(h.size());
-      net.backend().to_host(tmp.data(), x.data, x.bytes());
-      for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<double>(tmp[i]);
-    });
-    out.push_back(std::move(h));
+    out.push_back(ops::to_host_doubles(net.backend(), x, "cumulative_error"));
   });
   return out;
 }

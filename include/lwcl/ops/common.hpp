@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lwcl/core/error.hpp"
 #include "lwcl/tensor/tensor.hpp"
@@ -32,6 +33,29 @@ decltype(auto) dispatch_storage(std::string_view op, dtype t, F&& f) {
     case dtype::bf16: return f(bf16{});
     default: fail(op, ": dtype ", dtype_name(t), " is not supported here (expected f32, f64 or bf16)");
   }
+}
+
+// The values of x (f32 or f64, in `be`'s memory) as doubles in host memory, and back (rounded to x's
+// dtype); `op` names the caller in the error for another dtype.
+template <class Backend>
+std::vector<double> to_host_doubles(Backend& be, const tensor& x, std::string_view op) {
+  std::vector<double> out(static_cast<std::size_t>(x.numel()));
+  dispatch_float(op, x.type, [&](auto z) {
+    using E = decltype(z);
+    std::vector<E> tmp(out.size());
+    be.to_host(tmp.data(), x.data, tmp.size() * sizeof(E));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(tmp[i]);
+  });
+  return out;
+}
+template <class Backend>
+void from_host_doubles(Backend& be, const std::vector<double>& in, const tensor& x, std::string_view op) {
+  check(in.size() == static_cast<std::size_t>(x.numel()), op, ": ", in.size(), " values for a tensor of shape ", x.shape.str());
+  dispatch_float(op, x.type, [&](auto z) {
+    using E = decltype(z);
+    std::vector<E> tmp(in.begin(), in.end());
+    be.from_host(x.data, tmp.data(), tmp.size() * sizeof(E));
+  });
 }
 
 inline void expect_nonempty(std::string_view op, std::string_view arg, const tensor& t) {

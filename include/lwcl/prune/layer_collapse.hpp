@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lwcl/model/transformer.hpp"
+#include "lwcl/ops/common.hpp"
 #include "lwcl/prune/surgery.hpp"
 
 namespace lwcl::prune {
@@ -87,14 +88,7 @@ std::unique_ptr<model::transformer<Backend>> assemble(Backend& be, const model::
 template <class Backend>
 std::vector<double> logits_host(model::transformer<Backend>& net, const std::vector<std::int32_t>& ids, index_t B, index_t T) {
   const tensor l = net.forward_logits(tensor(ids.data(), shape{B, T}));
-  std::vector<double> out(static_cast<std::size_t>(l.numel()));
-  ops::dispatch_float("layer_collapse", l.type, [&](auto z) {
-    using U = decltype(z);
-    std::vector<U> tmp(out.size());
-    net.backend().to_host(tmp.data(), l.data, tmp.size() * sizeof(U));
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(tmp[i]);
-  });
-  return out;
+  return ops::to_host_doubles(net.backend(), l, "layer_collapse");
 }
 
 // Mean over token positions of the cosine similarity of two (N, V) logit matrices.

@@ -704,11 +704,8 @@ void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& lo
     if (metrics_.is_open()) metrics_.write(eval_record(q));
   }
   eval_wall_ += r.eval_seconds;
+  eval_cpu_ += r.eval_cpu_seconds;
   res_.eval_seconds += r.eval_seconds;
-  if (!r.curve.empty()) {  // the stage's processor seconds of evaluation: its total less its training's
-    const double stage_cpu = cpu_now() - cpu0;
-    if (stage_cpu > r.cpu_seconds) eval_cpu_ += stage_cpu - r.cpu_seconds;
-  }
   st_ = student_state::of(*net);
   res_.kd_steps = r.steps;
   res_.tokens += r.tokens;
@@ -774,15 +771,9 @@ template <class Backend, class CachePolicy, class Loss>
 void pipeline_run<Backend, CachePolicy, Loss>::probe_quality() {
   if (!opt_.probe) return;
   curve_point q{res_.segment_steps + res_.kd_steps, elapsed(), cpu_now(), res_.flops, 0.0};
-  timer t;
-  const double c0 = cpu_timer::now();
-  const auto peaks = memory().save_peaks();  // the evaluation's buffers count in no peak
-  q.ppl = opt_.probe(st_);
-  memory().restore_peaks(peaks);
-  check(std::isfinite(q.ppl), "pipeline: the held-out perplexity after ", q.step, " steps is ", q.ppl);
-  eval_wall_ += t.seconds();
-  eval_cpu_ += cpu_timer::now() - c0;
-  res_.eval_seconds += t.seconds();
+  const double wall0 = eval_wall_;
+  q.ppl = run_probe([&] { return opt_.probe(st_); }, eval_wall_, eval_cpu_, "pipeline", q.step);
+  res_.eval_seconds += eval_wall_ - wall0;
   res_.curve.push_back(q);
   if (metrics_.is_open()) metrics_.write(eval_record(q));
 }
