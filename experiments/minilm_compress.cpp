@@ -36,7 +36,6 @@
 #include "lwcl/model/tokenizer/wordpiece.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
-#include "lwcl/policies/pruning/block_influence.hpp"
 
 using namespace lwcl;
 namespace fs = std::filesystem;
@@ -229,31 +228,15 @@ int main(int argc, char** argv) {
       std::vector<index_t> kept;
       {
         auto t = load_teacher();
-        const enc_t* src = t.get();
         std::unique_ptr<enc_t> shallow;
         if (depth > 0) {
-          const auto st = prune::collect_statistics(*src, calib, B, T, calib_batches);
-          const auto sc = policies::score_groups(policies::pruning::block_influence{}, prune::make_scoring_input(*src, st));
-          prune::allocation a;
-          a.gran = prune::granularity::layers;
-          a.ratio = depth;
-          const auto plan = prune::allocate(be, src->config(), sc, a);
-          for (index_t l = 0; l < src->config().n_layers(); ++l)
-            if (!plan.layers[static_cast<std::size_t>(l)].removed) kept.push_back(l);
-          shallow = prune::apply_plan(*src, plan);
-          src = shallow.get();
+          shallow = distill::compare::prune_depth(*t, calib, depth, calib_batches, kept);
         } else {
-          for (index_t l = 0; l < src->config().n_layers(); ++l) kept.push_back(l);
+          for (index_t l = 0; l < t->config().n_layers(); ++l) kept.push_back(l);
         }
-        if (ratio > 0) {
-          const auto st = prune::collect_statistics(*src, calib, B, T, calib_batches);
-          const auto sc = policies::score_groups(policies::pruning::wanda_sp{}, prune::make_scoring_input(*src, st));
-          prune::allocation a;
-          a.ratio = ratio;
-          pruned = prune::apply_plan(*src, prune::allocate(be, src->config(), sc, a));
-        } else {
-          pruned = prune::apply_plan(*src, prune::keep_all(src->config()));
-        }
+        const enc_t& src = shallow ? *shallow : *t;
+        pruned = ratio > 0 ? distill::compare::prune_uniform(src, calib, policies::pruning::wanda_sp{}, ratio, calib_batches)
+                           : prune::apply_plan(src, prune::keep_all(src.config()));
         row tr{"teacher"};
         tr.fig["parameters"] = t->num_parameters();
         tr.fig["cosine"] = 1.0;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -15,34 +16,28 @@
 
 namespace lwcl {
 
+namespace process_memory_detail {
+// A "<field>: <n> kB" line of /proc/self/status, in bytes; 0 when it cannot be read.
+inline std::size_t status_bytes(std::string_view field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.size() <= field.size() || line.compare(0, field.size(), field) != 0 || line[field.size()] != ':') continue;
+    std::size_t kib = 0;
+    for (char c : line)
+      if (c >= '0' && c <= '9') kib = kib * 10 + static_cast<std::size_t>(c - '0');
+    return kib * 1024;
+  }
+  return 0;
+}
+}  // namespace process_memory_detail
+
 // The peak resident set size of this process in bytes since it started or since the last successful
 // reset_peak_resident(); 0 when it cannot be read.
-inline std::size_t peak_resident_bytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    std::size_t kib = 0;
-    for (char c : line)
-      if (c >= '0' && c <= '9') kib = kib * 10 + static_cast<std::size_t>(c - '0');
-    return kib * 1024;
-  }
-  return 0;
-}
+inline std::size_t peak_resident_bytes() { return process_memory_detail::status_bytes("VmHWM"); }
 
 // The resident set size of this process now in bytes (VmRSS); 0 when it cannot be read.
-inline std::size_t process_resident_bytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) != 0) continue;
-    std::size_t kib = 0;
-    for (char c : line)
-      if (c >= '0' && c <= '9') kib = kib * 10 + static_cast<std::size_t>(c - '0');
-    return kib * 1024;
-  }
-  return 0;
-}
+inline std::size_t process_resident_bytes() { return process_memory_detail::status_bytes("VmRSS"); }
 
 // Restarts the peak at what is resident now, after handing the allocator's free memory back to the
 // system (glibc's malloc_trim), so that memory an earlier part of the program freed does not count as

@@ -70,29 +70,26 @@
 
 namespace lwcl::distill::compare {
 
-// `criterion` scores from calibration statistics on `calib_batches` batches of `train`, `ratio` of every
-// layer's KV groups and FFN channels removed (uniform allocation), physically cut.
-template <class Backend, policies::pruning_criterion Criterion>
-std::unique_ptr<model::transformer<Backend>> prune_uniform(model::transformer<Backend>& teacher,
-                                                           const data::shard& train, const Criterion& criterion,
-                                                           double ratio, index_t B, index_t T,
-                                                           index_t calib_batches, std::uint64_t calib_seed = 0xC0FFEE) {
-  const data::batch_loader calib(train, B, T, calib_seed);
-  const auto stats = prune::collect_statistics(teacher, calib, B, T, calib_batches);
+// `criterion` scores from calibration statistics on the first `calib_batches` batches of `calib`,
+// `ratio` of every layer's KV groups and FFN channels removed (uniform allocation), physically cut.
+// `Net` is a model::transformer or a model::encoder.
+template <class Net, policies::pruning_criterion Criterion>
+std::unique_ptr<Net> prune_uniform(const Net& teacher, const data::batch_loader& calib, const Criterion& criterion,
+                                   double ratio, index_t calib_batches) {
+  const auto stats = prune::collect_statistics(teacher, calib, calib.batch_size(), calib.seq_len(), calib_batches);
   const auto scores = policies::score_groups(criterion, prune::make_scoring_input(teacher, stats));
   prune::allocation alloc;
   alloc.ratio = ratio;
   return prune::apply_plan(teacher, prune::allocate(teacher.backend(), teacher.config(), scores, alloc));
 }
 
-// Block influence (1 - the cosine between a layer's input and output, on `calib_batches` batches of
-// `train`) removes `fraction` of the teacher's layers; `kept` receives the teacher layers that remain.
-template <class Backend>
-std::unique_ptr<model::transformer<Backend>> prune_depth(model::transformer<Backend>& teacher, const data::shard& train,
-                                                         double fraction, index_t B, index_t T, index_t calib_batches,
-                                                         std::uint64_t calib_seed, std::vector<index_t>& kept) {
-  const data::batch_loader calib(train, B, T, calib_seed);
-  const auto stats = prune::collect_statistics(teacher, calib, B, T, calib_batches);
+// Block influence (1 - the cosine between a layer's input and output, on the first `calib_batches`
+// batches of `calib`) removes `fraction` of the teacher's layers; `kept` receives the teacher layers
+// that remain.
+template <class Net>
+std::unique_ptr<Net> prune_depth(const Net& teacher, const data::batch_loader& calib, double fraction,
+                                 index_t calib_batches, std::vector<index_t>& kept) {
+  const auto stats = prune::collect_statistics(teacher, calib, calib.batch_size(), calib.seq_len(), calib_batches);
   const auto scores = policies::score_groups(policies::pruning::block_influence{}, prune::make_scoring_input(teacher, stats));
   prune::allocation alloc;
   alloc.gran = prune::granularity::layers;
@@ -105,14 +102,6 @@ std::unique_ptr<model::transformer<Backend>> prune_depth(model::transformer<Back
 }
 
 namespace comparison_detail {
-
-// A curve as a row carries it (details "curve"): an array of points.
-inline nlohmann::ordered_json curve_json(const std::vector<curve_point>& c) {
-  auto a = nlohmann::ordered_json::array();
-  for (const auto& p : c)
-    a.push_back({{"step", p.step}, {"seconds", p.seconds}, {"cpu_seconds", p.cpu_seconds}, {"flops", p.flops}, {"ppl", p.ppl}});
-  return a;
-}
 
 // The segmentation of every stage a run trained, by first layer: "[0,1) [1,2) > [0,2)"; a stage that
 // repeats the previous one's segments (two_stage trains each twice) is written once, a phase the budget
@@ -345,12 +334,7 @@ class comparison {
   // when it never does).
   static std::optional<curve_point> reaching(const method_row& r, double target) {
     if (!r.details.contains("curve")) return std::nullopt;
-    std::vector<curve_point> c;
-    for (const auto& p : r.details.at("curve"))
-      c.push_back({p.at("step").template get<long>(), p.at("seconds").template get<double>(),
-                   p.at("cpu_seconds").template get<double>(), p.at("flops").template get<double>(),
-                   p.at("ppl").template get<double>()});
-    return first_reaching(c, target);
+    return first_reaching(r.details.at("curve").template get<std::vector<curve_point>>(), target);
   }
   recovery& e2e_kd(const std::string& name, const e2e_options& eo, const budget& b);
 
@@ -451,7 +435,7 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   r.row.peak_resident_bytes = static_cast<double>(resident);
   r.row.details["declared_compute_bytes"] = res.declared_compute_bytes;
   if (!res.curve.empty()) {
-    r.row.details["curve"] = comparison_detail::curve_json(res.curve);
+    r.row.details["curve"] = nlohmann::ordered_json(res.curve);
     r.row.details["eval_seconds"] = res.eval_seconds;
   }
   r.row.details["train_flops"] = res.flops;
@@ -510,10 +494,11 @@ void comparison<Backend, Criterion>::start() {
   teacher_parameters_ = t->num_parameters();
   timer clock;
   const auto calib = static_cast<index_t>(opt_.calib_batches);
+  const data::batch_loader calib_loader(train_shard, B, T, seeded(0xC0FFEE, opt_.seed));  // this seed's calibration sample
   std::unique_ptr<net_t> p;
   std::vector<index_t> kept;
   if (opt_.depth > 0) {
-    p = prune_depth(*t, train_shard, opt_.depth, B, T, calib, seeded(0xC0FFEE, opt_.seed), kept);
+    p = prune_depth(*t, calib_loader, opt_.depth, calib, kept);
     std::string k;
     for (const auto l : kept) k += (k.empty() ? "" : " ") + std::to_string(l);
     std::printf("block_influence removes %.0f%% of the layers: %lld -> %lld, teacher layers kept: %s\n", 100 * opt_.depth,
@@ -521,7 +506,7 @@ void comparison<Backend, Criterion>::start() {
   }
   if (opt_.ratio > 0 || !p) {
     auto& src = p ? *p : *t;
-    auto w = prune_uniform(src, train_shard, criterion_, opt_.ratio, B, T, calib, seeded(0xC0FFEE, opt_.seed));
+    auto w = prune_uniform(src, calib_loader, criterion_, opt_.ratio, calib);
     p = std::move(w);
   }
   const double prune_seconds = clock.seconds();
@@ -562,8 +547,7 @@ void comparison<Backend, Criterion>::start() {
   pr.details["block_removed_fraction"] = 1 - block1 / block0;
   stream_.emplace(opt_);
   // Which data this seed drew: the calibration batches and the first training batches every method reads.
-  pr.details["calibration_hash"] = std::to_string(data::batches_hash(
-      data::batch_loader(train_shard, B, T, seeded(0xC0FFEE, opt_.seed)), static_cast<index_t>(opt_.calib_batches)));
+  pr.details["calibration_hash"] = std::to_string(data::batches_hash(calib_loader, calib));
   pr.details["training_stream_hash"] = std::to_string(data::batches_hash(stream_->loader, 2));
   rows_.push_back(pr);
 }
@@ -606,7 +590,7 @@ auto comparison<Backend, Criterion>::record_pipeline(const std::string& name, pi
   row.peak_cache_bytes = static_cast<double>(res.peak_cache_bytes);
   row.details["run_peak_total_bytes"] = res.run_peak_total_bytes;
   if (!res.curve.empty()) {
-    row.details["curve"] = comparison_detail::curve_json(res.curve);
+    row.details["curve"] = nlohmann::ordered_json(res.curve);
     row.details["eval_seconds"] = res.eval_seconds;
   }
   row.details["train_flops"] = res.flops;
