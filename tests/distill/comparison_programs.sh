@@ -18,6 +18,13 @@ x=$build/experiments
 "$x/segmentation_compare" "${common[@]}" --budget steps:24 --boundaries 2 --out "$work/sc" > "$work/sc.txt"
 "$x/lwcl_vs_kd" "${common[@]}" --budget steps:24 --curve-points 4 --out "$work/kd" > "$work/kd.txt"
 "$x/lwcl_vs_kd" "${common[@]}" --budget 2 --out "$work/kds" > "$work/kds.txt"
+# The tuning knobs, one method at a time.
+"$x/lwcl_vs_kd" "${common[@]}" --budget steps:32 --curve-points 2 --only lwcl --lwcl-lr 0.004 --growth \
+  --cosine-weight 1 --final-kd-share 0.25 --kd-lr 0.001 --out "$work/kdk" > "$work/kdk.txt"
+"$x/lwcl_vs_kd" "${common[@]}" --budget steps:24 --curve-points 2 --only lwcl --ramp 0.25,0.75 --ramp-visit-steps 6 \
+  --out "$work/kdr" > "$work/kdr.txt"
+"$x/lwcl_vs_kd" "${common[@]}" --budget steps:24 --curve-points 4 --only e2e_kd --e2e-lr 0.003 --e2e-temperature 2 \
+  --e2e-hidden-mse 0.5 --out "$work/kde" > "$work/kde.txt"
 "$x/quickstart" "${common[@]}" --budget steps:16 --depth 0.5 --ratio 0 --skip-no-curriculum --out "$work/depth" > "$work/depth.txt"
 "$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds.txt"
 
@@ -36,6 +43,7 @@ expect_error() {  # <expected text> <program> <args...>
   }
 }
 expect_error "time to quality is read off the curves" "$x/lwcl_vs_kd" "${common[@]}" --budget steps:10 --curve-points 0 --out "$work/e1"
+expect_error "needs --ramp-visit-steps" "$x/lwcl_vs_kd" "${common[@]}" --budget steps:10 --only lwcl --ramp 0,0.5 --out "$work/e4"
 expect_error "every tier trains the same steps" "$x/cache_tiers" "${common[@]}" --budget seconds:5 --out "$work/e2"
 expect_error "give --ramp-visit-steps" "$x/curriculum_ablation" "${common[@]}" --budget 5 --out "$work/e3"
 
@@ -155,6 +163,39 @@ for run in ("kd", "kds"):
         if r and kd_at["flops"] > 0:  # (the pruned student may already be as good as e2e_kd's end)
             for k, key in (("seconds", "time_ratio"), ("cpu_seconds", "cpu_ratio"), ("flops", "flops_ratio")):
                 assert abs(s[name][key] - r[k] / kd_at[k]) <= 1e-9 * r[k] / kd_at[k], (run, name, key, s[name][key], r, kd_at)
+# The tuning knobs reach the method they name, and --only runs that method alone (no summary).
+rep, cfg, m = load("kdk")
+assert list(m)[2:] == ["lwcl"] and "summary" not in rep, (list(m), rep.keys())
+assert cfg["only"] == "lwcl" and cfg["growth"] is True and cfg["lwcl_lr"] == 0.004, cfg
+p = m["lwcl"]["policies"]
+assert (p["loss"], p["segmentation"], p["curriculum"]) == ("weighted_sum<nmse,cosine>", "growing", "two_stage"), p
+# 4 layers grow 1, 2, 4 per segment: 3 stages of two phases, 4 + 4 + 2 + 2 + 1 + 1 visits; the closing
+# KD stage takes a quarter of the 32 steps.
+assert (m["lwcl"]["phases"], m["lwcl"]["visits"]) == (6, 14), (m["lwcl"]["phases"], m["lwcl"]["visits"])
+assert (m["lwcl"]["kd_steps"], m["lwcl"]["segment_steps"]) == (8, 24), (m["lwcl"]["kd_steps"], m["lwcl"]["segment_steps"])
+run_opts = json.load(open(os.path.join(work, "kdk", "lwcl", "config.json")))["options"]
+assert run_opts["lr"] == 0.004 and run_opts["min_lr"] == 0.0004 and run_opts["final_kd_share"] == 0.25, run_opts
+assert run_opts["kd_lr"] == 0.001, run_opts
+# The closing KD stage trains at its own rate, decaying to a tenth of it.
+kd_event = next(r for r in map(json.loads, open(os.path.join(work, "kdk", "lwcl", "metrics.jsonl")))
+                if r.get("event") == "final_kd")
+assert (kd_event["lr"], kd_event["min_lr"], kd_event["steps"]) == (0.001, 0.0001, 8), kd_event
+rep, cfg, m = load("kdr")
+assert list(m)[2:] == ["lwcl"], list(m)
+assert m["lwcl"]["policies"]["curriculum"] == "curriculum<front_to_back,ramp,as_segmented>", m["lwcl"]["policies"]
+assert m["lwcl"]["ramp"] == "2-5 of 6" and m["lwcl"]["visits"] == 4, (m["lwcl"]["ramp"], m["lwcl"]["visits"])
+rep, cfg, m = load("kde")
+assert list(m)[2:] == ["e2e_kd"], list(m)
+e = m["e2e_kd"]
+assert (e["lr"], e["temperature"], e["hidden_mse_weight"]) == (0.003, 2, 0.5), e
+base = load("kd")[2]["e2e_kd"]
+assert (base["lr"], base["temperature"], base["hidden_mse_weight"]) == (cfg["lr"], 1, 0), base
+# The same student on the same first batch: the loss at step 1 differs only by the temperature and
+# the hidden-state term.
+def first_loss(run):
+    recs = [json.loads(l) for l in open(os.path.join(work, run, "e2e_kd", "metrics.jsonl"))]
+    return next(r["loss"] for r in recs if r.get("step") == 1 and "loss" in r)
+assert first_loss("kde") != first_loss("kd"), (first_loss("kde"), first_loss("kd"))
 # Depth halved: block influence keeps 2 of the 4 teacher layers, the layer map says which teacher layers
 # each student layer replaces, and the cumulative error is read at the student's 2 boundaries.
 drep = json.load(open(os.path.join(work, "depth", "report.json")))

@@ -314,13 +314,17 @@ class comparison {
   // the common learning rate; metrics and the student in <out>/<name>/. cycle_batches > 0: over that
   // many batches of the stream again and again (--feature-batches: the layer-wise methods' cached data).
   recovery& e2e_kd(const std::string& name, const budget& b, long cycle_batches = 0) {
+    return e2e_kd(name, e2e_defaults(b, cycle_batches), b);
+  }
+  // The options e2e_kd(name, b, cycle_batches) trains with, for a program that changes some of them.
+  e2e_options e2e_defaults(const budget& b, long cycle_batches = 0) const {
     e2e_options eo;
     eo.lr = opt_.lr;
     eo.min_lr = opt_.lr / 10;
     eo.cycle_batches = cycle_batches;
     eo.steps = b.unit == budget_unit::seconds ? 1000000 : static_cast<long>(steps_of(b));
     if (b.unit == budget_unit::seconds) eo.time_budget_seconds = b.amount;
-    return e2e_kd(name, eo, b);
+    return eo;
   }
 
   // The quality curves' sample (with --curve-points), and the step interval of a curve under budget `b`
@@ -434,6 +438,9 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   r.row.run_peak_compute_bytes = static_cast<double>(res.peak_compute_bytes);
   r.row.peak_resident_bytes = static_cast<double>(resident);
   r.row.details["declared_compute_bytes"] = res.declared_compute_bytes;
+  r.row.details["lr"] = o.lr;
+  r.row.details["temperature"] = o.temperature;
+  r.row.details["hidden_mse_weight"] = o.hidden_mse_weight;
   if (!res.curve.empty()) {
     r.row.details["curve"] = nlohmann::ordered_json(res.curve);
     r.row.details["eval_seconds"] = res.eval_seconds;

@@ -28,6 +28,10 @@ struct pipeline_options {
   budget total{budget_unit::steps, 400};   // the whole recovery
   double final_kd_share = 0.2;             // of the budget, when the curriculum closes with KD
   double lr = 1e-3, min_lr = 1e-4;         // cosine decay over each visit's steps
+  // The final KD stage's peak learning rate, decaying to a tenth of it (0: lr to min_lr, as the
+  // visits): its optimiser starts afresh on the whole student, which a rate tuned for one-layer
+  // segments can throw off in the stage's first steps.
+  double kd_lr = 0;
   double weight_decay = 0, clip = 1.0;
   double kd_temperature = 1.0;
   long checkpoint_every = 50;              // segment steps; a visit's end always checkpoints; 0: only those

@@ -673,8 +673,8 @@ void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& lo
   auto net = st_.to_transformer(be_);
   fold_peaks();  // end-to-end KD restarts the tracker's peak of the compute tier
   e2e_options eo;
-  eo.lr = opt_.lr;
-  eo.min_lr = opt_.min_lr;
+  eo.lr = opt_.kd_lr > 0 ? opt_.kd_lr : opt_.lr;
+  eo.min_lr = opt_.kd_lr > 0 ? opt_.kd_lr / 10 : opt_.min_lr;
   eo.weight_decay = opt_.weight_decay;
   eo.temperature = opt_.kd_temperature;
   eo.clip = opt_.clip;
@@ -719,6 +719,8 @@ void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& lo
     rec["steps"] = r.steps;
     rec["loss_first"] = r.loss_first;
     rec["loss_last"] = r.loss_last;
+    rec["lr"] = eo.lr;
+    rec["min_lr"] = eo.min_lr;
     rec["peak_compute_bytes"] = r.peak_compute_bytes;
     rec["seconds"] = r.seconds;
     metrics_.write(rec);

@@ -41,6 +41,7 @@ inline void validate_run(const pipeline_options& opt, const student_state& s, co
         ", expected a share in [0, 1)");
   check(!s.is_encoder() || opt.validation_ids.empty(), "pipeline: validation_ids score a language model's perplexity; "
         "the student is an encoder (leave them empty and judge its embeddings)");
+  check(opt.kd_lr >= 0 && std::isfinite(opt.kd_lr), "pipeline: kd_lr is ", opt.kd_lr, ", expected >= 0 (0: lr)");
   check(opt.checkpoint_every >= 0, "pipeline: checkpoint_every is ", opt.checkpoint_every, ", expected >= 0");
   check(loader.batch_size() > 0 && loader.seq_len() > 0, "pipeline: the loader has no batch shape");
   if (!opt.validation_ids.empty()) {
@@ -77,6 +78,7 @@ inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::b
           {"boundaries", tlo},
           {"budget", opt.total.str()},
           {"final_kd_share", opt.final_kd_share},
+          {"kd_lr", opt.kd_lr},
           {"policies", policies},
           {"dtype", std::string(dtype_name(type))}};
 }
@@ -93,6 +95,7 @@ inline void write_run_config(const std::filesystem::path& path, const std::map<s
                   {"final_kd_share", opt.final_kd_share},
                   {"lr", opt.lr},
                   {"min_lr", opt.min_lr},
+                  {"kd_lr", opt.kd_lr},
                   {"weight_decay", opt.weight_decay},
                   {"clip", opt.clip},
                   {"kd_temperature", opt.kd_temperature},
