@@ -5,7 +5,9 @@
 # layer-wise training without curriculum and end-to-end KD under one wall-clock budget over 3 seeds
 # (experiments/lwcl_vs_kd: time to quality read off the held-out curves). Runs single-threaded on the
 # first processor (OMP_NUM_THREADS=1, taskset -c 0) so that both sides meet the same machine; then
-# writes the Markdown table (tools/hard_settings_table.py) to stdout.
+# writes the Markdown table (tools/hard_settings_table.py) to stdout. HARD_FLAGS adds flags to every run
+# (the tuned settings, e.g. "--lwcl-lr 0.004 --e2e-hidden-mse 1"), HARD_SETTINGS keeps only the settings
+# it names (e.g. "ratio0.5 ratio0.7"), HARD_CPU picks another processor.
 #   tools/hard_settings.sh [budget seconds] [out] [families...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,11 +24,13 @@ mkdir -p "$out"
 for f in "${families[@]}"; do
   for s in "ratio0.5|--ratio 0.5" "ratio0.7|--ratio 0.7" "depth0.5|--ratio 0 --depth 0.5"; do
     IFS='|' read -r name flags <<<"$s"
+    [ -z "${HARD_SETTINGS:-}" ] || [[ " $HARD_SETTINGS " == *" $name "* ]] || continue
     dir="$out/${f}_$name"
     [ -f "$dir/report.json" ] && grep -q '"seeds"' "$dir/report.json" && { echo "hard_settings: $dir done before" >&2; continue; }
     echo "hard_settings: $f $name ($(date -u +%H:%M:%S))" >&2
     # shellcheck disable=SC2086
-    OMP_NUM_THREADS=1 taskset -c 0 $x/lwcl_vs_kd --teacher "runs/teacher_deep_$f" --budget "$budget" $flags --seeds 3 \
+    OMP_NUM_THREADS=1 taskset -c "${HARD_CPU:-0}" "${LWCL_VS_KD:-$x/lwcl_vs_kd}" --teacher "runs/teacher_deep_$f" \
+      --budget "$budget" $flags ${HARD_FLAGS:-} --seeds 3 \
       --test-split --out "$dir" >"$dir.log" 2>&1 || { echo "hard_settings: $f $name failed, see $dir.log" >&2; exit 1; }
   done
 done
