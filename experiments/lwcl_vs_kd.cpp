@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "host_instances.hpp"
+#include "lwcl/distill/compare/time_to_target.hpp"
 #include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/curriculum/as_segmented.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
@@ -150,58 +151,7 @@ int main(int argc, char** argv) {
     eo.hidden_mse_weight = k.e2e_hidden_mse;
     auto& kd = cmp.e2e_kd("e2e_kd", eo, cmp.total()).row;
     if (!k.only.empty()) return;
-    // The target: end-to-end KD's perplexity at the end of its budget on the curves' sample.
-    const double target = kd.details.at("curve").back().at("ppl").get<double>();
-    const auto kd_reach = cmp.reaching(kd, target);  // its first point at or below its own final value
-    using report::format;
-    nlohmann::ordered_json summary = {{"target_ppl", target},
-                                      {"curve_sample", cmp.curve_sample().protocol()},
-                                      {"e2e_kd", {{"seconds", kd_reach->seconds}, {"cpu_seconds", kd_reach->cpu_seconds},
-                                                  {"flops", kd_reach->flops}, {"val_ppl", kd.val_ppl},
-                                                  {"peak_compute_bytes", kd.peak_compute_bytes}}}};
-    cmp.note(format("target: e2e_kd's final perplexity %.3f on the curves' sample (%s), first reached after %.1f s, "
-                    "%.1f processor s, %.3g FLOPs", target, cmp.curve_sample().protocol().c_str(), kd_reach->seconds,
-                    kd_reach->cpu_seconds, kd_reach->flops));
-    // The pruned student may already be as good as end-to-end KD's end (a budget too small to help):
-    // then nothing had to be spent to reach the target and no ratio of costs is defined.
-    const bool defined = kd_reach->flops > 0;
-    if (!defined)
-      cmp.note("the pruned student already meets e2e_kd's final perplexity: time to quality is not defined at this budget");
-    for (auto* r : layerwise) {
-      auto& d = r->details;
-      d["equal_budget_ppl_ratio"] = r->val_ppl / kd.val_ppl;
-      d["peak_compute_ratio"] = r->peak_compute_bytes / kd.peak_compute_bytes;
-      d["run_peak_compute_ratio"] = r->run_peak_compute_bytes / kd.run_peak_compute_bytes;
-      const auto reach = cmp.reaching(*r, target);
-      d["reached_target"] = reach ? 1 : 0;
-      nlohmann::ordered_json s = {{"reached", reach.has_value()},
-                                  {"equal_budget_ppl_ratio", d["equal_budget_ppl_ratio"]},
-                                  {"peak_compute_ratio", d["peak_compute_ratio"]},
-                                  {"run_peak_compute_ratio", d["run_peak_compute_ratio"]}};
-      if (reach && defined) {
-        d["time_to_target_seconds"] = reach->seconds;
-        d["time_to_target_ratio"] = reach->seconds / kd_reach->seconds;
-        d["cpu_to_target_ratio"] = reach->cpu_seconds / kd_reach->cpu_seconds;
-        d["flops_to_target_ratio"] = reach->flops / kd_reach->flops;
-        s.update({{"seconds", reach->seconds}, {"cpu_seconds", reach->cpu_seconds}, {"flops", reach->flops},
-                  {"time_ratio", d["time_to_target_ratio"]}, {"cpu_ratio", d["cpu_to_target_ratio"]},
-                  {"flops_ratio", d["flops_to_target_ratio"]}});
-        cmp.note(format("%s reaches it after %.1f s (%.3f x e2e_kd), %.1f processor s (%.3f x), %.3g FLOPs (%.3f x)",
-                        r->name.c_str(), reach->seconds, reach->seconds / kd_reach->seconds, reach->cpu_seconds,
-                        reach->cpu_seconds / kd_reach->cpu_seconds, reach->flops, reach->flops / kd_reach->flops));
-      } else if (!reach) {
-        const auto& last = r->details.at("curve").back();
-        cmp.note(format("%s does not reach it within the budget (its best %.3f at the end)", r->name.c_str(),
-                        last.at("ppl").get<double>()));
-      }
-      cmp.note(format("%s at the common budget: perplexity %.3f against e2e_kd's %.3f (ratio %.3f); peak compute %.3f x, "
-                      "whole-run peak %.3f x e2e_kd's", r->name.c_str(), r->val_ppl, kd.val_ppl,
-                      r->val_ppl / kd.val_ppl, r->peak_compute_bytes / kd.peak_compute_bytes,
-                      r->run_peak_compute_bytes / kd.run_peak_compute_bytes));
-      summary[r->name] = s;
-    }
-    cmp.columns({"train_flops", "cpu_seconds", "time_to_target_ratio", "flops_to_target_ratio", "equal_budget_ppl_ratio",
-                 "peak_compute_ratio"});
-    cmp.report()["summary"] = summary;
+    cmp.report()["summary"] = distill::compare::time_to_target(cmp, kd, layerwise);
+    cmp.columns(distill::compare::time_to_target_columns());
   });
 }

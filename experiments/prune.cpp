@@ -26,17 +26,9 @@
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_map.hpp"
-#include "lwcl/policies/pruning/activation.hpp"
-#include "lwcl/policies/pruning/block_influence.hpp"
-#include "lwcl/policies/pruning/flap.hpp"
-#include "lwcl/policies/pruning/magnitude.hpp"
-#include "lwcl/policies/pruning/random.hpp"
-#include "lwcl/policies/pruning/taylor.hpp"
-#include "lwcl/policies/pruning/wanda_sp.hpp"
+#include "lwcl/policies/pruning/by_name.hpp"
 #include "lwcl/prune/allocate.hpp"
 #include "lwcl/prune/layer_collapse.hpp"
-#include "lwcl/prune/local_gradients.hpp"
-#include "lwcl/prune/stats.hpp"
 #include "lwcl/prune/surgery.hpp"
 
 #include "host_instances.hpp"
@@ -47,24 +39,6 @@ namespace pp = lwcl::policies::pruning;
 namespace {
 
 using net_t = model::transformer<backend::cpu>;
-
-// Calls f with the criterion policy called `name`.
-template <class F>
-void with_criterion(const std::string& name, std::uint64_t seed, F&& f) {
-  if (name == "random") return f(pp::random{seed});
-  if (name == "magnitude_l1") return f(pp::magnitude_l1{});
-  if (name == "magnitude_l2") return f(pp::magnitude_l2{});
-  if (name == "wanda_sp") return f(pp::wanda_sp{});
-  if (name == "wanda_sp_in_out") return f(pp::wanda_sp_in_out{});
-  if (name == "flap") return f(pp::flap{});
-  if (name == "flap_pooled") return f(pp::flap_pooled{});
-  if (name == "taylor") return f(pp::taylor{});
-  if (name == "activation") return f(pp::activation{});
-  if (name == "block_influence") return f(pp::block_influence{});
-  fail("prune: criterion '", name,
-       "' is unknown (expected random, magnitude_l1, magnitude_l2, wanda_sp, wanda_sp_in_out, flap, flap_pooled, taylor, "
-       "activation, block_influence or layer_collapse)");
-}
 
 nlohmann::ordered_json widths(const model::model_config& cfg) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
@@ -111,6 +85,8 @@ int main(int argc, char** argv) {
 
   try {
     namespace fs = std::filesystem;
+    check(criterion == "layer_collapse" || pp::known_criterion(criterion), "prune: criterion '", criterion,
+          "' is unknown (expected ", pp::criterion_names, " or layer_collapse)");
     const auto cfg = checkpoint::read_hf_config(model_dir);
     backend::cpu be;
     net_t teacher(be, cfg, dtype::f32);
@@ -183,55 +159,23 @@ int main(int argc, char** argv) {
       a.joint = joint;
       a.heads = head_mode == "query_heads" ? prune::head_mode::query_heads : prune::head_mode::kv_groups;
       a.validate();
-      with_criterion(criterion, seed, [&](auto policy) {
-        using P = decltype(policy);
-        std::optional<prune::calibration_stats> stats;
-        if (P::needs_statistics || criterion == "flap" || criterion == "flap_pooled")
-          stats = prune::collect_statistics(teacher, loader, batch, T, calib_batches);
-        auto in = prune::make_scoring_input(teacher, stats);
-        if constexpr (P::needs_gradients) in.gradients = prune::collect_local_gradients(teacher, loader, batch, T, calib_batches);
-        calib_seconds = clock.seconds();
-        if (!stats && !P::needs_gradients) calib_tokens = 0;  // weights only: no calibration pass
-        const auto scores = policies::score_groups(policy, in);
-        if (param_ratio >= 0) {
-          // The group ratio whose plan removes the fraction of parameters closest to --param-ratio.
-          const double total = static_cast<double>(prune::model_parameters(cfg));
-          double best = -1, best_gap = 2;
-          for (int step = 0; step < 200; ++step) {
-            a.ratio = step / 200.0;
-            prune::prune_plan trial;
-            try {
-              trial = prune::allocate(be, cfg, scores, a);
-            } catch (const lwcl::error&) {
-              if (step == 0) throw;  // not a ratio too high: the criterion and allocation do not go together
-              break;                 // higher ratios empty a layer
-            }
-            const double removed = 1.0 - static_cast<double>(prune::model_parameters(prune::pruned_config(cfg, trial))) / total;
-            if (std::abs(removed - param_ratio) < best_gap) {
-              best_gap = std::abs(removed - param_ratio);
-              best = a.ratio;
-            }
-          }
-          a.ratio = best;
-          summary["ratio"] = best;
-          summary["target_parameter_fraction"] = param_ratio;
-          std::printf("prune: group ratio %.3f removes the parameter fraction closest to %.3f\n", best, param_ratio);
-        }
-        const auto plan = prune::allocate(be, cfg, scores, a);
-        for (index_t l = 0; l < cfg.n_layers(); ++l)
-          if (!plan.layers[static_cast<std::size_t>(l)].removed) kept.push_back(l);
-        if ((criterion == "flap" || criterion == "flap_pooled") && !no_compensation) {
-          prune::bias_compensation comp;
-          for (const auto& m : pp::flap::channel_means(in)) {
-            comp.attn_mean.push_back(m.attn);
-            comp.mlp_mean.push_back(m.mlp);
-          }
-          student = prune::apply_plan(teacher, plan, &comp);
-          summary["bias_compensation"] = true;
-        } else {
-          student = prune::apply_plan(teacher, plan);
-        }
-      });
+      pp::named_options no;
+      no.criterion = criterion;
+      no.alloc = a;
+      no.param_ratio = param_ratio;
+      no.bias_compensation = !no_compensation;
+      no.seed = seed;
+      no.calib_batches = calib_batches;
+      auto cut = pp::prune_named(teacher, loader, no);
+      student = std::move(cut.student);
+      kept = std::move(cut.kept);
+      calib_seconds = cut.calib_seconds;
+      calib_tokens = cut.calib_tokens;
+      if (param_ratio >= 0) {
+        summary["ratio"] = cut.group_ratio;
+        summary["target_parameter_fraction"] = param_ratio;
+      }
+      if (cut.bias_compensation) summary["bias_compensation"] = true;
     }
     summary["calibration_tokens"] = calib_tokens;
     summary["calibration_tokens_per_second"] =

@@ -194,6 +194,50 @@ TEST_CASE("a horizontal line is drawn on the row the frame maps its y to") {
   CHECK(img.at(px_round(f.px(8)), px_round(f.py(8))) == series_color(c, 1));
 }
 
+TEST_CASE("a band shades the region between its low and high values, under the line") {
+  temp_dir dir;
+  chart c;
+  series s = flat("mean", 0, 10, 3, 11);
+  s.lo.assign(11, 2.0);
+  s.hi.assign(11, 4.0);
+  c.lines.push_back(s);
+  c.lines.push_back(flat("low", 0, 10, 1, 11));  // the y range reaches beyond the band on both sides
+  c.lines.push_back(flat("high", 0, 10, 5, 11));
+  const fs::path p = dir.path / "band.png";
+  write_png(c, p);
+  const image img = read_png(p);
+  const frame f = layout(c);
+  const rgb col = series_color(c, 0), white{255, 255, 255};
+  // 18% of the colour over white, as blend computes it.
+  auto shade = [](std::uint8_t ch) { return static_cast<int>(std::lround(255 + 0.18 * (ch - 255.0))); };
+  const int x = px_round(f.px(5.3));
+  for (const double y : {2.25, 3.75}) {  // inside the band, off the line and the grid
+    const rgb got = img.at(x, px_round(f.py(y)));
+    CHECK(std::abs(got.r - shade(col.r)) <= 1);
+    CHECK(std::abs(got.g - shade(col.g)) <= 1);
+    CHECK(std::abs(got.b - shade(col.b)) <= 1);
+  }
+  CHECK(img.at(x, px_round(f.py(3))) == col);         // the line drawn over it
+  CHECK(img.at(x, px_round(f.py(4.4))) == white);     // above the band
+  CHECK(img.at(x, px_round(f.py(1.6))) == white);     // below it
+  // The band's ends count in the y range: a band alone still fits.
+  chart only;
+  only.lines.push_back(s);
+  const frame g = layout(only);
+  CHECK(g.y_lo <= 2.0);
+  CHECK(g.y_hi >= 4.0);
+
+  chart bad = only;
+  bad.lines[0].hi.pop_back();
+  CHECK_THROWS_WITH_AS(write_png(bad, dir.path / "bad.png"),
+                       doctest::Contains("series 0 ('mean')'s band has 11 low and 10 high values for 11 points"), lwcl::error);
+  bad = only;
+  bad.lines[0].lo[4] = 5;
+  CHECK_THROWS_WITH_AS(write_png(bad, dir.path / "bad.png"),
+                       doctest::Contains("band at point 4 is [5, 4] (expected finite values, low <= high)"), lwcl::error);
+  CHECK(nothing_at(dir.path / "bad.png"));
+}
+
 TEST_CASE("a log_y chart puts 10 halfway between 1 and 100") {
   temp_dir dir;
   chart c;
@@ -226,7 +270,11 @@ TEST_CASE("a log_y chart puts 10 halfway between 1 and 100") {
 
 TEST_CASE("series get different palette colours unless given one") {
   chart c;
-  for (int i = 0; i < 10; ++i) c.lines.push_back(flat("s" + std::to_string(i), 0, 1, i + 1));
+  for (int i = 0; i < 10; ++i) {
+    std::string label = "s";  // appended rather than "s" + to_string: GCC 12 at -O3 misreads the insert's bound
+    label += std::to_string(i);
+    c.lines.push_back(flat(label, 0, 1, i + 1));
+  }
   for (std::size_t i = 0; i < 8; ++i)
     for (std::size_t j = i + 1; j < 8; ++j) CHECK(series_color(c, i) != series_color(c, j));
   CHECK(series_color(c, 8) == series_color(c, 0));  // the palette repeats after eight
@@ -402,7 +450,7 @@ TEST_CASE("bad charts and paths are refused and leave nothing behind") {
   c = good;
   c.lines.clear();
   CHECK_THROWS_WITH_AS(write_png(c, p), doctest::Contains("report chart 'Loss': no points to plot"), lwcl::error);
-  c.lines.push_back(series{"empty", {}, {}, {}});
+  c.lines.push_back(series{"empty", {}, {}, {}, {}, {}});
   CHECK_THROWS_WITH_AS(write_png(c, p), doctest::Contains("no points to plot"), lwcl::error);
   CHECK(nothing_at(p));
 

@@ -201,8 +201,17 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     res.steps = s;
     res.tokens += B * T;
     res.flops += step_flops;
-    if (metrics) metrics->write({{"step", s}, {"batch", opt.first_batch + static_cast<std::uint64_t>(k)}, {"loss", loss},
-                                 {"seconds", clock.training_seconds()}, {"resident", process_resident_bytes()}});
+    if (metrics) {
+      nlohmann::json rec = {{"step", s}, {"batch", opt.first_batch + static_cast<std::uint64_t>(k)}, {"loss", loss},
+                            {"seconds", clock.training_seconds()}, {"resident", process_resident_bytes()}};
+      // The tracker's bytes now, as the pipeline's step records have them (filled field by field: see
+      // eval_record on nvcc).
+      nlohmann::json mem;
+      mem["compute"] = memory().current_compute(ct);
+      mem["tracker"] = memory().current(ct);
+      rec["memory"] = mem;
+      metrics->write(rec);
+    }
     if (bar) bar->update(clock.bar_position(s, opt.time_budget_seconds), "kl " + std::to_string(loss).substr(0, 6));
     if ((opt.eval_every > 0 && s % opt.eval_every == 0) ||
         (opt.eval_every_seconds > 0 && clock.training_seconds() >= next_eval)) {

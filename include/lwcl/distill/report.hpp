@@ -28,8 +28,8 @@ inline std::vector<std::filesystem::path> plot_pipeline_metrics(const std::files
   check(in.good(), "plot_pipeline_metrics: cannot read '", metrics_jsonl.string(), "'");
   // One loss series per visit, keyed by (phase, position) in the order the visits ran.
   std::vector<std::pair<std::pair<long, long>, report::series>> visits;
-  report::series compute{"compute (MiB)", {}, {}, {}}, cache{"feature cache (MiB)", {}, {}, {}},
-      staging{"prefetch staging (MiB)", {}, {}, {}};
+  report::series compute{"compute (MiB)", {}, {}, {}, {}, {}}, cache{"feature cache (MiB)", {}, {}, {}, {}, {}},
+      staging{"prefetch staging (MiB)", {}, {}, {}, {}, {}};
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
@@ -45,7 +45,7 @@ inline std::vector<std::filesystem::path> plot_pipeline_metrics(const std::files
       char label[96];
       std::snprintf(label, sizeof label, "phase %ld: layers %ld-%ld", id.first, j.at("first").get<long>(),
                     j.at("last").get<long>() - 1);
-      visits.push_back({id, report::series{label, {}, {}, {}}});
+      visits.push_back({id, report::series{label, {}, {}, {}, {}, {}}});
     }
     const double step = j.at("global_step").get<double>(), loss = j.at("loss").get<double>();
     if (loss > 0) {
@@ -94,7 +94,7 @@ inline void plot_cumulative_error(const std::vector<std::pair<std::string, std::
   c.y_label = "||h_S - h_T|| / ||h_T||";
   c.y_min = 0.0;
   for (const auto& [name, err] : curves) {
-    report::series s{name, {}, {}, {}};
+    report::series s{name, {}, {}, {}, {}, {}};
     for (std::size_t l = 0; l < err.size(); ++l) {
       s.x.push_back(static_cast<double>(l));
       s.y.push_back(err[l]);

@@ -44,6 +44,9 @@ struct series {
   std::string label;  // legend text; a series with an empty label stays out of the legend
   std::vector<double> x, y;
   std::optional<rgb> color;  // default: palette[position of the series in the chart % 8]
+  // A band (mean +- sd over seeds, say): when both are given, one value per x, the region between them
+  // is shaded in the series' colour under every line.
+  std::vector<double> lo, hi;
 };
 
 struct chart {
@@ -494,6 +497,17 @@ inline frame layout(const chart& c) {
     const series& s = c.lines[i];
     check(s.x.size() == s.y.size(), who, ": ", detail::series_name(c, i), " has ", s.x.size(), " x values but ",
           s.y.size(), " y values");
+    check(s.lo.size() == s.hi.size() && (s.lo.empty() || s.lo.size() == s.x.size()), who, ": ",
+          detail::series_name(c, i), "'s band has ", s.lo.size(), " low and ", s.hi.size(), " high values for ",
+          s.x.size(), " points (expected none, or one of each per point)");
+    for (std::size_t j = 0; j < s.lo.size(); ++j) {
+      check(std::isfinite(s.lo[j]) && std::isfinite(s.hi[j]) && s.lo[j] <= s.hi[j], who, ": ", detail::series_name(c, i),
+            "'s band at point ", j, " is [", s.lo[j], ", ", s.hi[j], "] (expected finite values, low <= high)");
+      check(!c.log_y || s.lo[j] > 0, who, ": ", detail::series_name(c, i), "'s band at point ", j, " reaches ", s.lo[j],
+            ", which a log_y chart cannot show (it needs > 0)");
+      y_lo = std::min(y_lo, c.log_y ? std::log10(s.lo[j]) : s.lo[j]);
+      y_hi = std::max(y_hi, c.log_y ? std::log10(s.hi[j]) : s.hi[j]);
+    }
     for (std::size_t j = 0; j < s.x.size(); ++j) {
       check(std::isfinite(s.x[j]) && std::isfinite(s.y[j]), who, ": ", detail::series_name(c, i), " point ", j,
             " is not finite (x = ", s.x[j], ", y = ", s.y[j], ")");
@@ -591,6 +605,33 @@ inline image render(const chart& c) {
   for (const double t : f.y_ticks) {
     const int y = static_cast<int>(std::lround(f.py(t)));
     if (y > a.top && y < a.bottom) detail::fill(img, a.left, y, a.right, y, grid);
+  }
+
+  // Bands under every line: each pixel column between two points shaded from the low to the high
+  // value, both interpolated linearly on the screen.
+  for (std::size_t i = 0; i < c.lines.size(); ++i) {
+    const series& sr = c.lines[i];
+    if (sr.lo.size() < 2) continue;
+    const rgb col = series_color(c, i);
+    for (std::size_t j = 1; j < sr.x.size(); ++j) {
+      double x0 = f.px(sr.x[j - 1]), x1 = f.px(sr.x[j]);
+      double l0 = f.py(sr.lo[j - 1]), l1 = f.py(sr.lo[j]), h0 = f.py(sr.hi[j - 1]), h1 = f.py(sr.hi[j]);
+      if (x1 < x0) {
+        std::swap(x0, x1);
+        std::swap(l0, l1);
+        std::swap(h0, h1);
+      }
+      const bool last = j + 1 == sr.x.size();
+      const int first_col = std::max(a.left, static_cast<int>(std::ceil(x0)));
+      const int last_col = std::min(a.right, static_cast<int>(last ? std::floor(x1) : std::ceil(x1) - 1));
+      for (int x = first_col; x <= last_col; ++x) {
+        const double t = x1 > x0 ? (x - x0) / (x1 - x0) : 0.0;
+        const double top = h0 + t * (h1 - h0), bottom = l0 + t * (l1 - l0);  // screen y grows downwards
+        const int y0 = std::max(a.top, static_cast<int>(std::lround(top)));
+        const int y1 = std::min(a.bottom, static_cast<int>(std::lround(bottom)));
+        for (int y = y0; y <= y1; ++y) detail::blend(img, x, y, col, 0.18f);
+      }
+    }
   }
 
   // Lines, and how much of each pixel they cover in all (to keep the legend off them).

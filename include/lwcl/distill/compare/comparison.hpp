@@ -29,6 +29,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -212,6 +213,14 @@ class comparison {
   int run(Body&& body) {
     try {
       timer clock;
+      // A program may run the comparison again (another setting): nothing of a previous run carries over.
+      per_seed_.clear();
+      seed_columns_.clear();
+      recoveries_.clear();
+      report_ = nlohmann::ordered_json::object();
+      columns_.clear();
+      notes_.clear();
+      plots_.clear();
       total_ = budget_option(opt_.budget);
       std::filesystem::create_directories(opt_.out);
       const std::string out = opt_.out;
@@ -283,12 +292,29 @@ class comparison {
     plots_.push_back({std::move(file), std::move(title), std::move(x_key), std::move(y_key), std::move(group_key)});
   }
 
+  // The student's pruning, in place of the comparison's criterion at --ratio (before run): `fn` cuts the
+  // teacher (depth-pruned first with --depth) on this seed's calibration loader and, when it removes
+  // layers, puts the indices of the layers that remain into `kept` (the layer map follows them); `name`
+  // labels the pruned row, config.json and every layer-wise run's policies. For a criterion chosen at
+  // run time (policies::pruning::prune_named) without a comparison instantiated per criterion.
+  using pruner = std::function<std::unique_ptr<net_t>(const net_t& teacher, const data::batch_loader& calib,
+                                                      index_t calib_batches, std::vector<index_t>& kept)>;
+  void prune_with(std::string name, pruner fn) {
+    pruner_name_ = std::move(name);
+    pruner_ = std::move(fn);
+  }
+  // The criterion that pruned the student: prune_with's name, or the comparison's criterion.
+  std::string criterion_name() const { return pruner_ ? pruner_name_ : std::string(Criterion::name); }
+
   // The layer-wise pipeline on a copy of the pruned student, in <out>/<name>/ (started afresh), with the
   // bundle of the comparison's criterion and `entries` (slot<key::X>(policy)...; the rest default).
   template <class... Entries>
   recovery& recover(const std::string& name, pipeline_options po, Entries... entries) {
     const auto bundle = make_policies(slot<key::pruning>(criterion_), std::move(entries)...);
-    const auto dir = prepare_run(name, describe(bundle), po.total);
+    if (pruner_) po.policy_labels["pruning"] = pruner_name_;
+    auto labels = describe(bundle);
+    for (const auto& [slot, label] : po.policy_labels) labels[slot] = label;
+    const auto dir = prepare_run(name, labels, po.total);
     auto student = pruned_;
     po.resume = false;
     if (opt_.curve_points > 0 && !po.probe) {
@@ -386,11 +412,14 @@ class comparison {
   CLI::App app_;
   options opt_;
   Criterion criterion_;
+  std::string pruner_name_;
+  pruner pruner_;
   Backend be_;
   budget total_;
   train::cached_lm teacher_;
   index_t teacher_parameters_ = 0;
   eval::held_out_sample val_, test_;  // test_: with --test-split only
+  std::vector<std::pair<std::string, eval::held_out_sample>> extra_;  // --eval-splits: (ppl_<split>, its sample)
   eval::held_out_sample curve_;       // with --curve-points only
   std::vector<std::vector<std::int32_t>> err_batches_;
   std::string protocol_;
@@ -489,6 +518,14 @@ void comparison<Backend, Criterion>::start() {
   };
   val_ = sample("validation");
   if (opt_.test_split) test_ = sample("test");
+  extra_.clear();
+  for (const auto& split : opt_.eval_splits) {
+    check(fs::exists(fs::path(opt_.data) / (split + ".bin")), program_, ": --eval-splits names '", split, "', but ",
+          (fs::path(opt_.data) / (split + ".bin")).string(), " does not exist (prepare_data writes <split>.<corpus>.bin)");
+    std::string key = "ppl_" + split;
+    std::replace(key.begin(), key.end(), '.', '_');
+    extra_.emplace_back(key, sample(split.c_str()));
+  }
   if (opt_.curve_points > 0) {
     const auto ids = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), UINT64_MAX);
     curve_ = eval::make_held_out_sample(ids, eot, T, static_cast<std::size_t>(std::max<index_t>(1, opt_.curve_tokens / T)),
@@ -511,7 +548,19 @@ void comparison<Backend, Criterion>::start() {
     std::printf("block_influence removes %.0f%% of the layers: %lld -> %lld, teacher layers kept: %s\n", 100 * opt_.depth,
                 static_cast<long long>(t->config().n_layers()), static_cast<long long>(p->config().n_layers()), k.c_str());
   }
-  if (opt_.ratio > 0 || !p) {
+  if (pruner_) {
+    const net_t& src = p ? *p : *t;
+    std::vector<index_t> remain;
+    auto w = pruner_(src, calib_loader, calib, remain);
+    check(w != nullptr, program_, ": the pruner '", pruner_name_, "' returned no student");
+    if (!remain.empty() && static_cast<index_t>(remain.size()) < src.config().n_layers()) {
+      // Layers removed: the teacher layers kept, through the depth pruning's map when there was one.
+      std::vector<index_t> composed;
+      for (const index_t l : remain) composed.push_back(kept.empty() ? l : kept[static_cast<std::size_t>(l)]);
+      kept = std::move(composed);
+    }
+    p = std::move(w);
+  } else if (opt_.ratio > 0 || !p) {
     auto& src = p ? *p : *t;
     auto w = prune_uniform(src, calib_loader, criterion_, opt_.ratio, calib);
     p = std::move(w);
@@ -524,8 +573,9 @@ void comparison<Backend, Criterion>::start() {
   };
   const double block0 = block_parameters(t->config()), block1 = block_parameters(p->config());
   const double removed_all = 1.0 - static_cast<double>(p->num_parameters()) / static_cast<double>(teacher_parameters_);
-  std::printf("%s %.0f%% of heads and FFN channels: %lld -> %lld parameters (%.1f%% removed; %.1f%% of the blocks') in "
-              "%.1f s\n", std::string(Criterion::name).c_str(), 100 * opt_.ratio, static_cast<long long>(teacher_parameters_),
+  std::printf("%s %.0f%%%s: %lld -> %lld parameters (%.1f%% removed; %.1f%% of the blocks') in "
+              "%.1f s\n", criterion_name().c_str(), 100 * opt_.ratio, pruner_ ? "" : " of heads and FFN channels",
+              static_cast<long long>(teacher_parameters_),
               static_cast<long long>(p->num_parameters()), 100 * removed_all, 100 * (1 - block1 / block0), prune_seconds);
   const auto pt = eval::perplexity(*t, val_);
   protocol_ = pt.protocol();
@@ -533,20 +583,23 @@ void comparison<Backend, Criterion>::start() {
   tr.name = "teacher";
   tr.val_ppl = pt.perplexity();
   if (opt_.test_split) tr.details["test_ppl"] = eval::perplexity(*t, test_).perplexity();
+  for (const auto& [key, smp] : extra_) tr.details[key] = eval::perplexity(*t, smp).perplexity();
   if (opt_.curve_points > 0) tr.details["curve_ppl"] = eval::perplexity(*t, curve_).perplexity();
   tr.wall_seconds = teacher_.seconds;
   tr.tokens = teacher_.tokens;
   rows_.push_back(tr);
   pruned_ = student_state::of(*p);
-  boundaries_ = opt_.depth > 0 ? model::boundaries_of_kept_layers(kept, t->config().n_layers())
-                               : model::identity_boundaries(p->config().n_layers());
+  boundaries_ = !kept.empty() ? model::boundaries_of_kept_layers(kept, t->config().n_layers())
+                              : model::identity_boundaries(p->config().n_layers());
   method_row pr;
   pr.name = "pruned";
   pr.val_ppl = eval::perplexity(*p, val_).perplexity();
   if (opt_.test_split) pr.details["test_ppl"] = eval::perplexity(*p, test_).perplexity();
+  for (const auto& [key, smp] : extra_) pr.details[key] = eval::perplexity(*p, smp).perplexity();
   pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
   pr.wall_seconds = prune_seconds;
   pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
+  pr.details["criterion"] = criterion_name();
   pr.details["layers"] = p->config().n_layers();
   pr.details["boundaries"] = boundaries_;
   pr.details["parameters"] = p->num_parameters();
@@ -566,6 +619,7 @@ method_row comparison<Backend, Criterion>::judge(const std::string& name, const 
   r.name = name;
   r.val_ppl = eval::perplexity(*net, val_).perplexity();
   if (opt_.test_split) r.details["test_ppl"] = eval::perplexity(*net, test_).perplexity();
+  for (const auto& [key, smp] : extra_) r.details[key] = eval::perplexity(*net, smp).perplexity();
   auto teacher = checkpoint::load_hf(be_, teacher_.dir.string(), dtype::f32, model::frozen);
   r.cumulative_error = eval::cumulative_error(*teacher, *net, boundaries_, err_batches_, opt_.batch, opt_.seq);
   return r;
@@ -634,7 +688,7 @@ template <class Backend, policies::pruning_criterion Criterion>
 nlohmann::ordered_json comparison<Backend, Criterion>::config_json() const {
   nlohmann::ordered_json c = {{"program", program_},
                               {"backend", std::string(Backend::name)},
-                              {"criterion", std::string(Criterion::name)},
+                              {"criterion", criterion_name()},
                               {"teacher_model", teacher_.dir.string()}};
   for (const CLI::Option* o : app_.get_options()) {
     if (o->get_lnames().empty() || o->get_lnames().front() == "help") continue;
@@ -655,6 +709,9 @@ nlohmann::ordered_json comparison<Backend, Criterion>::config_json() const {
     }
   }
   c["budget"] = total_;
+  // What the run used where a program set it after parsing (a sweep over settings in one process).
+  c["ratio"] = opt_.ratio;
+  c["depth"] = opt_.depth;
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "lwcl/data/loader.hpp"
 #include "lwcl/data/shards.hpp"
@@ -27,6 +28,9 @@ struct options {
   // document of the split; the test split's sample is scored too only for a final table.
   int eval_tokens = 32768;
   bool test_split = false;
+  // More held-out samples scored for the final tables, each <data>/<split>.bin (prepare_data writes
+  // <split>.<corpus>.bin for each corpus: test.kjv, test.austen), reported as ppl_<split> ('.' -> '_').
+  std::vector<std::string> eval_splits;
   // Repeated runs: seeds seed, seed + 1, ... (each its own calibration sample and training-data order;
   // the teacher and the held-out sample stay); seed 0 draws what a single run always drew.
   int seeds = 1;
@@ -69,6 +73,9 @@ inline void add_options(CLI::App& app, options& o, const std::string& budget_hel
                  "every validation document)")->check(CLI::PositiveNumber);
   app.add_flag("--test-split", o.test_split, "also score every method on the test split's sample (final tables only: "
                "choose settings on validation)");
+  app.add_option("--eval-splits", o.eval_splits, "more held-out samples every method is scored on, each <data>/<split>.bin "
+                 "(e.g. test.kjv,test.austen: one corpus's test documents), reported as ppl_<split>")
+      ->delimiter(',');
   app.add_option("--seeds", o.seeds, "runs of every method, seeds --seed, --seed + 1, ... (calibration sample and data "
                  "order); with more than one, mean and standard deviation over them")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "the first seed (0: the single run's calibration sample and data order)");

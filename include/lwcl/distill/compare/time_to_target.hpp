@@ -1,0 +1,89 @@
+#pragma once
+// Time to quality, read off a comparison's held-out curves: the target is end-to-end KD's perplexity at
+// the end of its budget on the curves' sample; for every layer-wise row, the wall seconds, processor
+// seconds and FLOPs at which its curve first reaches that target, over what end-to-end KD spent to first
+// reach it; the perplexity at the common budget and the peak memory, both against end-to-end KD's. The
+// figures go into each row's details (and so into the seeds' summary), the lines into the comparison's
+// notes; the returned object is report.json's "summary". lwcl_vs_kd and paper_repro's efficiency
+// tables call it after their runs.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/distill/compare/table.hpp"
+#include "lwcl/distill/curve.hpp"
+#include "lwcl/report/format.hpp"
+
+namespace lwcl::distill::compare {
+
+// The detail columns time_to_target fills, for comparison::columns.
+inline std::vector<std::string> time_to_target_columns() {
+  return {"train_flops", "cpu_seconds", "time_to_target_ratio", "flops_to_target_ratio", "equal_budget_ppl_ratio",
+          "peak_compute_ratio"};
+}
+
+// `Comparison`: a compare::comparison (reaching, curve_sample, note). `kd` and every row of `layerwise`
+// must have a curve (--curve-points > 0).
+template <class Comparison>
+nlohmann::ordered_json time_to_target(Comparison& cmp, const method_row& kd, const std::vector<method_row*>& layerwise) {
+  using report::format;
+  check(kd.details.contains("curve") && !kd.details.at("curve").empty(), "time_to_target: ", kd.name,
+        " has no held-out curve (give --curve-points)");
+  const double target = kd.details.at("curve").back().at("ppl").get<double>();
+  const auto kd_reach = cmp.reaching(kd, target);  // its first point at or below its own final value
+  nlohmann::ordered_json summary = {{"target_ppl", target},
+                                    {"curve_sample", cmp.curve_sample().protocol()},
+                                    {kd.name, {{"seconds", kd_reach->seconds}, {"cpu_seconds", kd_reach->cpu_seconds},
+                                               {"flops", kd_reach->flops}, {"val_ppl", kd.val_ppl},
+                                               {"peak_compute_bytes", kd.peak_compute_bytes}}}};
+  cmp.note(format("target: %s's final perplexity %.3f on the curves' sample (%s), first reached after %.1f s, "
+                  "%.1f processor s, %.3g FLOPs", kd.name.c_str(), target, cmp.curve_sample().protocol().c_str(),
+                  kd_reach->seconds, kd_reach->cpu_seconds, kd_reach->flops));
+  // The pruned student may already be as good as end-to-end KD's end (a budget too small to help):
+  // then nothing had to be spent to reach the target and no ratio of costs is defined.
+  const bool defined = kd_reach->flops > 0;
+  if (!defined)
+    cmp.note(format("the pruned student already meets %s's final perplexity: time to quality is not defined at this "
+                    "budget", kd.name.c_str()));
+  for (auto* r : layerwise) {
+    auto& d = r->details;
+    d["equal_budget_ppl_ratio"] = r->val_ppl / kd.val_ppl;
+    d["peak_compute_ratio"] = r->peak_compute_bytes / kd.peak_compute_bytes;
+    d["run_peak_compute_ratio"] = r->run_peak_compute_bytes / kd.run_peak_compute_bytes;
+    const auto reach = cmp.reaching(*r, target);
+    d["reached_target"] = reach ? 1 : 0;
+    nlohmann::ordered_json s = {{"reached", reach.has_value()},
+                                {"equal_budget_ppl_ratio", d["equal_budget_ppl_ratio"]},
+                                {"peak_compute_ratio", d["peak_compute_ratio"]},
+                                {"run_peak_compute_ratio", d["run_peak_compute_ratio"]}};
+    if (reach && defined) {
+      d["time_to_target_seconds"] = reach->seconds;
+      d["time_to_target_ratio"] = reach->seconds / kd_reach->seconds;
+      d["cpu_to_target_ratio"] = reach->cpu_seconds / kd_reach->cpu_seconds;
+      d["flops_to_target_ratio"] = reach->flops / kd_reach->flops;
+      s.update({{"seconds", reach->seconds}, {"cpu_seconds", reach->cpu_seconds}, {"flops", reach->flops},
+                {"time_ratio", d["time_to_target_ratio"]}, {"cpu_ratio", d["cpu_to_target_ratio"]},
+                {"flops_ratio", d["flops_to_target_ratio"]}});
+      cmp.note(format("%s reaches it after %.1f s (%.3f x %s), %.1f processor s (%.3f x), %.3g FLOPs (%.3f x)",
+                      r->name.c_str(), reach->seconds, reach->seconds / kd_reach->seconds, kd.name.c_str(),
+                      reach->cpu_seconds, reach->cpu_seconds / kd_reach->cpu_seconds, reach->flops,
+                      reach->flops / kd_reach->flops));
+    } else if (!reach) {
+      const auto& last = r->details.at("curve").back();
+      cmp.note(format("%s does not reach it within the budget (its best %.3f at the end)", r->name.c_str(),
+                      last.at("ppl").template get<double>()));
+    }
+    cmp.note(format("%s at the common budget: perplexity %.3f against %s's %.3f (ratio %.3f); peak compute %.3f x, "
+                    "whole-run peak %.3f x %s's", r->name.c_str(), r->val_ppl, kd.name.c_str(), kd.val_ppl,
+                    r->val_ppl / kd.val_ppl, r->peak_compute_bytes / kd.peak_compute_bytes,
+                    r->run_peak_compute_bytes / kd.run_peak_compute_bytes, kd.name.c_str()));
+    summary[r->name] = s;
+  }
+  return summary;
+}
+
+}  // namespace lwcl::distill::compare

@@ -1,0 +1,178 @@
+#pragma once
+// The efficiency comparison of paper_repro's decoder tables: LWCL (the default bundle), layer-wise
+// training without curriculum and end-to-end KD on one pruned student under one budget, the time to
+// end-to-end KD's final quality read off the curves (distill/compare/time_to_target.hpp), and the table
+// and figures over the settings of a sweep, read back from each setting's report.json.
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "host_instances.hpp"
+#include "lwcl/distill/compare/time_to_target.hpp"
+#include "lwcl/policies/cache/host.hpp"
+#include "lwcl/policies/curriculum/curriculum.hpp"
+#include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "repro.hpp"
+
+namespace lwcl::paper_repro {
+
+// The defaults of an efficiency table (before parse): the teacher, 3 seeds (2 with --quick), the test
+// split scored, 12 curve points, the layer-wise methods' learning rate chosen on validation (4e-3).
+inline void efficiency_defaults(distill::compare::options& d, const std::string& teacher, bool quick) {
+  d.teacher = teacher;
+  d.seeds = quick ? 2 : 3;
+  d.curve_points = quick ? 3 : 12;
+  d.test_split = true;
+  d.lr = 4e-3;
+  if (quick) {
+    d.eval_tokens = 1024;
+    d.curve_tokens = 512;
+  }
+}
+
+// End-to-end KD's settings, chosen on validation like the layer-wise rate (experiments/evidence.md).
+struct efficiency_knobs {
+  double e2e_lr = 2e-3, e2e_hidden_mse = 1;
+};
+
+inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
+  cli.add_option("--e2e-lr", k.e2e_lr, "end-to-end KD's peak learning rate (--lr is the layer-wise methods')")
+      ->check(CLI::PositiveNumber);
+  cli.add_option("--e2e-hidden-mse", k.e2e_hidden_mse, "weight of end-to-end KD's last-hidden-state MSE term (0: logit "
+                 "KD alone)")->check(CLI::NonNegativeNumber);
+}
+
+// The methods of an efficiency run, in this order: lwcl, layerwise_no_curriculum (unless left out),
+// e2e_kd; then the time to e2e_kd's final quality (report.json's "summary").
+inline void efficiency_methods(experiments::comparison& cmp, const efficiency_knobs& k, bool no_curriculum = true) {
+  namespace cur = lwcl::policies::curriculum;
+  std::vector<distill::compare::method_row*> layerwise;
+  layerwise.push_back(&cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{})).row);
+  if (no_curriculum)
+    layerwise.push_back(&cmp.recover("layerwise_no_curriculum", cmp.recovery_options(),
+                                     slot<key::cache>(policies::cache::host{}),
+                                     slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}))
+                             .row);
+  distill::e2e_options eo = cmp.e2e_defaults(cmp.total());
+  eo.lr = k.e2e_lr;
+  eo.min_lr = k.e2e_lr / 10;
+  eo.hidden_mse_weight = k.e2e_hidden_mse;
+  auto& kd = cmp.e2e_kd("e2e_kd", eo, cmp.total()).row;
+  cmp.report()["summary"] = distill::compare::time_to_target(cmp, kd, layerwise);
+  cmp.columns(distill::compare::time_to_target_columns());
+}
+
+// The columns of an efficiency table.
+inline std::vector<column> efficiency_columns() {
+  return {{"test_ppl", "test ppl", unit::ppl},
+          {"val_ppl", "val ppl", unit::ppl},
+          {"peak_compute_bytes", "peak training MiB", unit::mib},
+          {"run_peak_compute_bytes", "run peak MiB", unit::mib},
+          {"run_peak_total_bytes", "run + cache MiB", unit::mib, "run_peak_compute_bytes"},
+          {"peak_resident_bytes", "peak RSS MiB", unit::mib},
+          {"wall_seconds", "wall s", unit::seconds},
+          {"cpu_seconds", "CPU s", unit::seconds},
+          {"train_flops", "GFLOPs", unit::gflops},
+          {"time_to_target_ratio", "wall x e2e to target", unit::ratio},
+          {"flops_to_target_ratio", "FLOPs x e2e to target", unit::ratio},
+          {"reached_target", "reached", unit::reached},
+          {"equal_budget_ppl_ratio", "ppl / e2e at equal budget", unit::ratio}};
+}
+
+// A method's figures for the table: the seeds' summary, with the costs to the target taken over the
+// seeds that reached it (the summary keeps a figure only when every seed has it).
+inline json method_with_reach(const fs::path& dir, const json& summary_method) {
+  json m = summary_method;
+  const std::string name = m.at("name").get<std::string>();
+  for (const char* key : {"time_to_target_ratio", "flops_to_target_ratio"}) {
+    std::vector<double> v;
+    for (const auto& r : seed_reports(dir))
+      if (const auto* sm = method_of(r, name); sm && sm->contains(key)) v.push_back(sm->at(key).get<double>());
+    if (v.empty()) continue;
+    double mean = 0, ss = 0;
+    for (double x : v) mean += x / static_cast<double>(v.size());
+    for (double x : v) ss += (x - mean) * (x - mean);
+    m[key] = {{"mean", mean}, {"sd", v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0},
+              {"values", v}};
+  }
+  return m;
+}
+
+// The table over the settings of a sweep in <base>/<setting>/, its notes (each layer-wise method against
+// end-to-end KD: training peak, time to its quality, test perplexity), and the figures of every setting.
+inline void efficiency_report(const std::string& base, const std::string& heading, const std::vector<setting>& list,
+                              const distill::compare::options& o, double seconds) {
+  std::vector<table> tables;
+  std::vector<std::string> notes;
+  json sources = json::array();
+  const std::vector<std::string> methods = {"pruned", "layerwise_no_curriculum", "lwcl", "e2e_kd"};
+  const std::vector<std::string> trained = {"lwcl", "layerwise_no_curriculum", "e2e_kd"};
+  for (const auto& s : list) {
+    const fs::path dir = fs::path(base) / s.name;
+    const json rep = read_json(dir / "report.json");
+    sources.push_back((dir / "report.json").string());
+    table t;
+    t.label_headers = {"method"};
+    t.columns = efficiency_columns();
+    std::string shape;
+    if (const auto* p = method_of(rep, "pruned")) {
+      const auto layers = figure(*p, "layers"), removed = figure(*p, "removed_fraction");
+      if (layers && removed)
+        shape = report::format("; student %.0f layers, %.1f%% of all parameters removed", layers->mean, 100 * removed->mean);
+    }
+    const int seeds = rep.contains("seeds") ? static_cast<int>(rep.at("seeds").size()) : 1;
+    t.title = report::format("%s: ratio %g, depth %g%s; %d seed%s", s.name.c_str(), s.ratio, s.depth, shape.c_str(),
+                             seeds, seeds == 1 ? "" : "s");
+    for (const char* name : {"teacher", "pruned"})
+      if (const auto* m = method_of(rep, name)) {
+        json q = {{"name", name}};  // quality only: their seconds are the teacher's training and the pruning
+        for (const char* k : {"test_ppl", "val_ppl"})
+          if (m->contains(k)) q[k] = m->at(k);
+        t.add({name == std::string("pruned") ? "pruned (no recovery)" : name}, q);
+      }
+    for (const auto& name : trained)
+      if (const auto* m = method_of(rep, name)) t.add({name}, method_with_reach(dir, *m));
+    tables.push_back(t);
+    // The claims: memory while training and time to equal quality against end-to-end KD.
+    const auto* kd = method_of(rep, "e2e_kd");
+    for (const char* name : {"lwcl", "layerwise_no_curriculum"}) {
+      const auto* m = method_of(rep, name);
+      if (!m || !kd) continue;
+      const json mr = method_with_reach(dir, *m);
+      const auto peak = figure(*m, "peak_compute_bytes"), kd_peak = figure(*kd, "peak_compute_bytes");
+      const auto test = figure(*m, "test_ppl"), kd_test = figure(*kd, "test_ppl");
+      const auto reached = figure(*m, "reached_target"), time = figure(mr, "time_to_target_ratio");
+      std::string line = report::format("- %s, %s: training peak %.2f x end-to-end KD's", s.name.c_str(), name,
+                                        peak && kd_peak && kd_peak->mean > 0 ? peak->mean / kd_peak->mean : 0.0);
+      if (test && kd_test) line += report::format("; test perplexity %.3f against %.3f", test->mean, kd_test->mean);
+      if (reached)
+        line += report::format("; reaches end-to-end KD's final held-out perplexity in %d of %d seeds",
+                               static_cast<int>(std::lround(reached->mean * reached->n)), reached->n);
+      if (time) line += report::format(" (at %.2f x its wall time)", time->mean);
+      notes.push_back(line + ".");
+    }
+    const fs::path out(base);
+    check(plot_cumulative_error(dir, methods, out / ("cumulative_error_" + s.name + ".png"),
+                                "cumulative error by depth, " + s.name),
+          "efficiency: no cumulative error in ", dir.string());
+    check(plot_quality_vs_time(dir, trained, out / ("quality_vs_time_" + s.name + ".png"), "held-out perplexity, " + s.name),
+          "efficiency: no held-out curves in ", dir.string(), " (give --curve-points)");
+    check(plot_memory_over_time(dir, trained, out / ("memory_over_time_" + s.name + ".png"),
+                                "memory while training, " + s.name),
+          "efficiency: no step records with memory in ", dir.string());
+  }
+  notes.push_back("(mean +- sample sd over the seeds; costs to the target over the seeds that reached it; memory from "
+                  "the tracker, and the process's peak resident set)");
+  const json extra = {{"machine", machine()},
+                      {"budget", o.budget},
+                      {"seeds", o.seeds},
+                      {"teacher", o.teacher},
+                      {"sources", sources},
+                      {"wall_seconds", seconds}};
+  std::printf("machine: %s\n", machine().c_str());
+  write_tables(base, heading, tables, notes, extra);
+}
+
+}  // namespace lwcl::paper_repro

@@ -1,0 +1,164 @@
+// pruning_methods: the paper's table of pruning methods under equal training time on the LLaMA and Qwen
+// families. Every criterion lwcl has, each with the allocation it is published with (FLAP: KV groups and
+// FFN channels ranked together across layers by parameter cost, with bias compensation; block influence:
+// whole layers; the rest: the same ratio in every layer, whole KV groups), cuts the deep llama and qwen2
+// teachers (8 layers, GQA) to 20%, 35% and 50% fewer parameters; each student is then left as it is,
+// recovered by end-to-end KD, and recovered by LWCL, the two under the same wall-clock budget. Reports
+// held-out perplexity on the test split (every test document of both corpora) and on each sample of
+// --eval-splits (test.kjv, test.austen: one corpus's test documents; for a teacher trained on one corpus,
+// prepare_data --train-corpus, the other is out of its domain), and each recovery's peak memory from the
+// tracker. Writes <out>/<teacher>/<criterion>_<fraction>/ (one comparison run directory each) and in
+// <out>/ table.md, table.csv and tables.json.
+//   pruning_methods [--quick] [--teachers DIR[@DATA],...] [--criteria a,b,...] [--fractions 0.2,0.35,0.5]
+//                   [--eval-splits test.kjv,test.austen]
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "efficiency.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/policies/pruning/by_name.hpp"
+
+using namespace lwcl;
+namespace pr = lwcl::paper_repro;
+namespace pp = lwcl::policies::pruning;
+namespace fs = std::filesystem;
+
+int main(int argc, char** argv) {
+  const bool quick = pr::quick_requested(argc, argv);
+  experiments::comparison cmp("pruning_methods", "paper_repro pruning_methods: every pruning criterion x {no recovery, "
+                              "end-to-end KD, LWCL} at 20%, 35% and 50% of the parameters, under equal training time",
+                              quick ? "steps:8" : "20", "budget of each recovery: seconds (a plain number), steps:N or tokens:N");
+  auto& d = cmp.defaults();
+  d.lr = 4e-3;
+  d.test_split = true;
+  d.eval_tokens = quick ? 1024 : 16384;
+  bool quick_flag = false;
+  std::string teachers = "runs/teacher_deep_llama,runs/teacher_deep_qwen2", criteria, fractions = "0.2,0.35,0.5";
+  for (const auto c : pp::criteria) {
+    if (!criteria.empty()) criteria += ",";
+    criteria += c;
+  }
+  pr::efficiency_knobs k;
+  cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: small budgets and samples");
+  cmp.cli().add_option("--teachers", teachers, "teacher run directories, comma-separated (trained by train_teacher "
+                       "--preset deep; each a table of its own), each DIR or DIR@DATA (the prepared data it was trained "
+                       "on, when not --data)");
+  cmp.cli().add_option("--criteria", criteria, std::string("pruning criteria, comma-separated, of: ") + pp::criterion_names);
+  cmp.cli().add_option("--fractions", fractions, "fractions of all parameters removed, comma-separated");
+  pr::add_efficiency_knobs(cmp.cli(), k);
+  if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
+
+  try {
+    const auto teacher_list = pr::split_list(teachers), criterion_list = pr::split_list(criteria);
+    std::vector<double> fraction_list;
+    for (const auto& f : pr::split_list(fractions))
+      fraction_list.push_back(pr::parse_fraction(f, 0.9, "pruning_methods: --fractions"));
+    for (const auto& c : criterion_list)
+      check(pp::known_criterion(c), "pruning_methods: criterion '", c, "' is unknown (expected ", pp::criterion_names, ")");
+    check(!teacher_list.empty() && !criterion_list.empty() && !fraction_list.empty(),
+          "pruning_methods: --teachers, --criteria and --fractions each need at least one entry");
+    const std::string base = cmp.opt().out;
+    const std::size_t cells = teacher_list.size() * criterion_list.size() * fraction_list.size();
+    pr::sweep_progress progress("pruning_methods", std::vector<double>(cells, 1.0));
+    std::vector<pr::table> tables;
+    std::vector<std::string> notes;
+    pr::json sources = pr::json::array();
+    std::size_t cell = 0;
+    const std::string data = cmp.opt().data;
+    // The held-out samples of the table: the test split, then each --eval-splits sample.
+    std::vector<std::pair<std::string, std::string>> samples = {{"test_ppl", "test"}};
+    for (const auto& split : cmp.opt().eval_splits) {
+      std::string key = "ppl_" + split;
+      std::replace(key.begin(), key.end(), '.', '_');
+      samples.emplace_back(key, split);
+    }
+    for (const auto& spec : teacher_list) {
+      const auto at = spec.find('@');
+      const std::string teacher = spec.substr(0, at);
+      cmp.defaults().teacher = teacher;
+      cmp.defaults().data = at == std::string::npos ? data : spec.substr(at + 1);
+      // The family names the table; a teacher not trained yet is trained by the first run (its preset tiny).
+      std::string family = fs::path(teacher).filename().string();
+      if (fs::exists(fs::path(teacher) / "model" / "config.json"))
+        family = std::string(model::family_name(checkpoint::read_hf_config((fs::path(teacher) / "model").string()).fam));
+      std::string trained_on = "both corpora";
+      const fs::path data_summary = fs::path(cmp.opt().data) / "summary.json";
+      if (fs::exists(data_summary))
+        if (const auto j = pr::read_json(data_summary); j.contains("train_corpus"))
+          trained_on = j.at("train_corpus").get<std::string>() + " only";
+      pr::table t;
+      t.title = family + " (" + teacher + ", trained on " + trained_on + "): held-out perplexity after equal training time";
+      t.label_headers = {"removed", "criterion"};
+      t.columns = {{"removed_fraction", "params removed", pr::unit::ratio}};
+      for (const auto& [key, split] : samples)
+        for (const auto& [prefix, method] : {std::pair{"pruned_", "no recovery"}, std::pair{"e2e_", "e2e KD"},
+                                             std::pair{"lwcl_", "LWCL"}})
+          t.columns.push_back({prefix + key, std::string(method) + " " + split, pr::unit::ppl});
+      t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
+      t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
+      t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
+      const std::string teacher_name = fs::path(teacher).filename().string();
+      for (const double fraction : fraction_list)
+        for (const auto& criterion : criterion_list) {
+          const std::string name = criterion + "_" + report::format("%g", fraction);
+          progress.begin(cell++, teacher_name + " " + name);
+          cmp.prune_with(criterion, [&, criterion, fraction](const experiments::comparison::net_t& src,
+                                                            const data::batch_loader& calib, index_t calib_batches,
+                                                            std::vector<index_t>& kept) {
+            pp::named_options no;
+            no.criterion = criterion;
+            no.alloc = pp::published_allocation(criterion);
+            no.param_ratio = fraction;
+            no.calib_batches = calib_batches;
+            no.seed = cmp.opt().seed;
+            auto cut = pp::prune_named(src, calib, no);
+            kept = cut.kept;
+            return std::move(cut.student);
+          });
+          const pr::setting s{teacher_name + "/" + name, fraction, 0};
+          const int rc = pr::run_setting(cmp, base, s, [&] {
+            cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{}));
+            distill::e2e_options eo = cmp.e2e_defaults(cmp.total());
+            eo.lr = k.e2e_lr;
+            eo.min_lr = k.e2e_lr / 10;
+            eo.hidden_mse_weight = k.e2e_hidden_mse;
+            cmp.e2e_kd("e2e_kd", eo, cmp.total());
+          });
+          if (rc != 0) return rc;
+          const fs::path dir = fs::path(base) / s.name;
+          const pr::json rep = pr::read_json(dir / "report.json");
+          sources.push_back((dir / "report.json").string());
+          pr::json row = pr::json::object();
+          const auto copy = [&](const char* method, const char* key, const std::string& as) {
+            if (const auto* m = pr::method_of(rep, method); m && m->contains(key)) row[as] = m->at(key);
+          };
+          copy("pruned", "removed_fraction", "removed_fraction");
+          std::vector<std::string> keys = {"val_ppl", "peak_compute_bytes", "run_peak_total_bytes"};
+          for (const auto& [key, split] : samples) keys.push_back(key);
+          for (const auto& key : keys) {
+            copy("pruned", key.c_str(), "pruned_" + key);
+            copy("e2e_kd", key.c_str(), "e2e_" + key);
+            copy("lwcl", key.c_str(), "lwcl_" + key);
+          }
+          t.add({report::format("%.0f%%", 100 * fraction), criterion}, row);
+        }
+      tables.push_back(std::move(t));
+    }
+    cmp.defaults().data = data;
+    notes.push_back(report::format("(budget %s for each recovery; %d seed%s; criteria with their published allocation, "
+                                   "the group ratio searched for the parameter fraction; test split: every test "
+                                   "document of both corpora)", cmp.opt().budget.c_str(), cmp.opt().seeds,
+                                   cmp.opt().seeds == 1 ? "" : "s"));
+    const pr::json extra = {{"machine", pr::machine()}, {"budget", cmp.opt().budget}, {"seeds", cmp.opt().seeds},
+                            {"sources", sources}, {"wall_seconds", progress.seconds()}};
+    std::printf("machine: %s\n", pr::machine().c_str());
+    pr::write_tables(base, "Pruning methods under equal training time (LLaMA and Qwen families)", tables, notes, extra);
+    return 0;
+  } catch (const lwcl::error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Runs every table of paper_repro/ in full, or with --quick each in about a minute on small teachers.
+#   bash paper_repro/run_all.sh [--quick] [out]     (out: runs/paper_repro, or runs/paper_repro_quick)
+# First, and not counted in the estimate: the dependencies, the build, the corpora (fetched and
+# tokenised once: data/prepared with every corpus's held-out documents apart, and data/prepared_kjv whose
+# training split is the King James Bible alone) and the teachers (trained once, cached under runs/:
+# the deep gpt2, llama and qwen2 on both corpora and a deep llama on the Bible alone; --quick trains tiny
+# ones in the run directory). Then the tables run in two queues, one per processor, each program
+# single-threaded on its own processor (OMP_NUM_THREADS=1, taskset), as the evidence page's runs did:
+#   processor 0: efficiency_gpt2, ablation, pruning_methods on the llama teacher
+#   processor 1: efficiency_bert, pruning_methods on the qwen2 teacher and on the Bible-only llama
+# Every minute it prints each queue's program and that program's last progress line; each program's
+# output is in <out>/<program>.log and its tables in <out>/<program>/table.md (paper_repro/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
+out=${1:-runs/paper_repro$([ $quick = 1 ] && echo _quick)}
+mkdir -p "$out"
+start=$SECONDS
+say() { echo "run_all ($(( (SECONDS - start) / 60 )) min): $*"; }
+
+tools/install_deps.sh --corpus --minilm
+cmake --preset host >/dev/null
+cmake --build --preset host -j"$(nproc)" --target prepare_data train_teacher efficiency_gpt2 efficiency_bert \
+  pruning_methods ablation
+x=build/host
+if [ ! -f data/prepared/test.kjv.bin ]; then
+  [ -f data/corpus/manifest.json ] || tools/fetch_corpus.sh data/corpus
+  say "tokenising the corpora into data/prepared"
+  $x/experiments/prepare_data --corpus data/corpus --out data/prepared --vocab 1024
+fi
+if [ ! -f data/prepared_kjv/test.austen.bin ]; then
+  say "tokenising the corpora into data/prepared_kjv (training split: the King James Bible alone)"
+  $x/experiments/prepare_data --corpus data/corpus --out data/prepared_kjv --vocab 1024 --train-corpus kjv
+fi
+
+# The teachers: <name> <family> <data>.
+teachers=("deep_gpt2 gpt2 data/prepared" "deep_llama llama data/prepared" "deep_qwen2 qwen2 data/prepared"
+          "deep_llama_kjv llama data/prepared_kjv")
+tdir() { if [ $quick = 1 ]; then echo "$out/teachers/$1"; else echo "runs/teacher_$1"; fi; }
+for t in "${teachers[@]}"; do
+  read -r name family data <<<"$t"
+  dir=$(tdir "$name")
+  [ -d "$dir/model" ] && continue
+  say "training the teacher $dir"
+  if [ $quick = 1 ]; then
+    $x/experiments/train_teacher --data "$data" --preset tiny --family "$family" --steps 40 --out "$dir" --quiet
+  else
+    $x/experiments/train_teacher --data "$data" --preset deep --family "$family" --out "$dir"
+  fi
+done
+
+q=(); [ $quick = 1 ] && q=(--quick)
+p=$x/paper_repro
+run() {  # run <processor> <name> <program> <args...>
+  local cpu=$1 name=$2 prog=$3
+  shift 3
+  echo "$name" > "$out/.queue$cpu"
+  OMP_NUM_THREADS=1 taskset -c "$cpu" "$p/$prog" "${q[@]}" "$@" --out "$out/$name" > "$out/$name.log" 2>&1 ||
+    { echo "run_all: $name failed, see $out/$name.log" >&2; return 1; }
+}
+queue0() {
+  run 0 efficiency_gpt2 efficiency_gpt2 --teacher "$(tdir deep_gpt2)"
+  run 0 ablation ablation --teacher "$(tdir deep_gpt2)"
+  run 0 pruning_methods_llama pruning_methods --teachers "$(tdir deep_llama)" --eval-splits test.kjv,test.austen
+  echo done > "$out/.queue0"
+}
+queue1() {
+  run 1 efficiency_bert efficiency_bert --corpus data/corpus
+  run 1 pruning_methods_qwen2 pruning_methods --teachers "$(tdir deep_qwen2)" --eval-splits test.kjv,test.austen
+  run 1 pruning_methods_llama_kjv pruning_methods --teachers "$(tdir deep_llama_kjv)@data/prepared_kjv" \
+    --eval-splits test.kjv,test.austen
+  echo done > "$out/.queue1"
+}
+cpus=$(nproc)
+say "running the tables ($([ $quick = 1 ] && echo quick || echo "full: about 85 minutes on 2 processors"))"
+tables_start=$SECONDS
+if [ "$cpus" -ge 2 ]; then
+  queue0 & pid0=$!
+  queue1 & pid1=$!
+else
+  (queue0 && queue1) & pid0=$!
+  pid1=$pid0
+fi
+while kill -0 "$pid0" 2>/dev/null || kill -0 "$pid1" 2>/dev/null; do
+  sleep 60 &
+  wait $! || true
+  for k in 0 1; do
+    [ -f "$out/.queue$k" ] || continue
+    name=$(cat "$out/.queue$k")
+    [ "$name" = done ] && continue
+    last=$(grep -a '########' "$out/$name.log" 2>/dev/null | tail -1 | sed 's/^######## //')
+    say "processor $k: $name: ${last:-starting}"
+  done
+done
+rc=0
+wait "$pid0" || rc=1
+[ "$pid1" = "$pid0" ] || wait "$pid1" || rc=1
+rm -f "$out/.queue0" "$out/.queue1"
+[ $rc = 0 ] || { echo "run_all: a table failed (see the logs in $out)" >&2; exit 1; }
+say "the tables took $(( (SECONDS - tables_start) / 60 )) min; every table: $out/*/table.md"
+for f in "$out"/*/table.md; do
+  echo
+  cat "$f"
+done

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# The quick mode of every paper_repro program, on small teachers trained on the project's docs (two
+# made-up corpora "a" and "b" with train, validation and test documents each) and, for BERT, on the
+# pretrained all-MiniLM-L6-v2. Checks each table's structure (the tables, rows and columns it should
+# have; Markdown, CSV and JSON agreeing), that every number is finite and in a sane range, that the
+# figures are PNG files, and that every table's source report.json exists. Not the paper's claims.
+#   quick.sh <build dir> <source dir> <work dir> [programs...]
+set -euo pipefail
+build=$1 src=$2 work=$3
+shift 3
+programs=("$@")
+[ ${#programs[@]} -gt 0 ] || programs=(efficiency_gpt2 pruning_methods ablation efficiency_bert)
+rm -rf "$work"
+mkdir -p "$work/corpus/docs"
+x=$build/experiments p=$build/paper_repro
+
+# The corpus: docs/*.md in name order, alternately corpus a and b; the first four are test, the next
+# two validation (README.md too), the rest train.
+cp "$src"/docs/*.md "$work/corpus/docs/"
+cp "$src/README.md" "$work/corpus/README.md"
+python3 - "$work/corpus" <<'PY'
+import json, os, sys
+root = sys.argv[1]
+docs = []
+for i, f in enumerate(sorted(os.listdir(os.path.join(root, "docs")))):
+    split = "test" if i < 4 else "validation" if i < 6 else "train"
+    docs.append({"path": "docs/" + f, "corpus": "ab"[i % 2], "split": split})
+docs.append({"path": "README.md", "corpus": "a", "split": "validation"})
+json.dump({"documents": docs}, open(os.path.join(root, "manifest.json"), "w"))
+PY
+"$x/prepare_data" --corpus "$work/corpus" --out "$work/data" --vocab 320 > "$work/prepare.txt"
+"$x/prepare_data" --corpus "$work/corpus" --out "$work/data_a" --vocab 320 --train-corpus a > "$work/prepare_a.txt"
+for f in test.a test.b validation.a validation.b; do
+  [ -f "$work/data/$f.bin" ] && [ -f "$work/data_a/$f.bin" ] || { echo "quick.sh: prepare_data wrote no $f.bin" >&2; exit 1; }
+done
+teacher() {  # teacher <out> <family> <data> [more train_teacher options]
+  local out=$1 family=$2 data=$3
+  shift 3
+  "$x/train_teacher" --data "$data" --out "$out" --family "$family" --quiet --width 64 --layers 4 --heads 4 --ffn 128 \
+    --seq 32 --batch 8 --steps 30 "$@" > /dev/null
+}
+common=(--data "$work/data" --batch 4 --seq 32 --feature-batches 3 --calib-batches 2)
+
+for prog in "${programs[@]}"; do
+  case $prog in
+    efficiency_gpt2)
+      teacher "$work/t_gpt2" gpt2 "$work/data"
+      "$p/efficiency_gpt2" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/efficiency_gpt2" \
+        > "$work/efficiency_gpt2.txt" ;;
+    pruning_methods)
+      teacher "$work/t_llama" llama "$work/data" --kv-heads 2
+      teacher "$work/t_llama_a" llama "$work/data_a" --kv-heads 2
+      "$p/pruning_methods" --quick "${common[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
+        --fractions 0.35 --eval-splits test.a,test.b --out "$work/pruning_methods" > "$work/pruning_methods.txt" ;;
+    ablation)
+      [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
+      "$p/ablation" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/ablation" \
+        > "$work/ablation.txt" ;;
+    efficiency_bert)
+      "$p/efficiency_bert" --quick --corpus "$work/corpus" --out "$work/efficiency_bert" > "$work/efficiency_bert.txt" ;;
+    *) echo "quick.sh: unknown program $prog" >&2; exit 2 ;;
+  esac
+done
+
+# Bad input: a clear error and exit code 2 before anything runs.
+expect_error() {  # <expected text> <program> <args...>
+  local want=$1
+  shift
+  set +e
+  "$@" > "$work/err.out" 2> "$work/err.txt"
+  local rc=$?
+  set -e
+  [ "$rc" -eq 2 ] && grep -q "$want" "$work/err.txt" || {
+    echo "quick.sh: expected exit 2 and '$want' from $*, got $rc:" >&2
+    cat "$work/err.txt" >&2
+    exit 1
+  }
+}
+for prog in "${programs[@]}"; do
+  case $prog in
+    efficiency_gpt2) expect_error "setting 'width0.5' is neither ratio<fraction> nor depth<fraction>" \
+                       "$p/efficiency_gpt2" --quick --settings width0.5 --out "$work/e1" ;;
+    pruning_methods) expect_error "criterion 'nope' is unknown" "$p/pruning_methods" --quick --criteria wanda_sp,nope \
+                       --out "$work/e2"
+                     expect_error "'1.5' is not a fraction in (0, 0.9)" "$p/pruning_methods" --quick --fractions 0.2,1.5 \
+                       --out "$work/e3" ;;
+    ablation) expect_error "give steps:N or tokens:N" "$p/ablation" --quick --budget 10 --out "$work/e4"
+              expect_error "part 'speed' is unknown" "$p/ablation" --quick --parts curriculum,speed --out "$work/e5" ;;
+    efficiency_bert) expect_error "comes from --settings" "$p/efficiency_bert" --quick --ratio 0.3 ;;
+  esac
+done
+
+python3 - "$work" "${programs[@]}" <<'PY'
+import csv, io, json, math, os, sys
+work, programs = sys.argv[1], sys.argv[2:]
+
+def tables_of(prog):
+    d = os.path.join(work, prog)
+    js = json.load(open(os.path.join(d, "tables.json")))
+    md = open(os.path.join(d, "table.md")).read()
+    rows = list(csv.reader(io.StringIO(open(os.path.join(d, "table.csv")).read())))
+    for s in js["sources"]:
+        assert os.path.exists(s), s
+    # Markdown and CSV carry every row of the JSON: one CSV header per table, one line per row.
+    n_rows = sum(len(t["rows"]) for t in js["tables"])
+    assert len([r for r in rows if r]) == n_rows + len(js["tables"]), (prog, len(rows), n_rows)
+    assert md.count("\n|") >= n_rows, prog
+    assert "machine" in js and js["machine"], js.keys()
+    return js, md
+
+def num(row, key):
+    v = row[key]
+    assert isinstance(v, dict) and set(v) == {"mean", "sd", "n"}, (key, v)
+    assert math.isfinite(v["mean"]) and math.isfinite(v["sd"]) and v["sd"] >= 0 and v["n"] >= 1, (key, v)
+    return v["mean"]
+
+def png(path):
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", path
+
+def check_numbers(row):
+    for k, v in row.items():
+        if not isinstance(v, dict):
+            continue
+        m = num(row, k)
+        if k.endswith("_ratio") or k == "removed_fraction":
+            assert 0 <= m < 100 and (m > 0 or "compression" in k), (k, m)
+        elif "ppl" in k:
+            assert 1 < m < 1e5, (k, m)
+        elif "cosine" in k or "top10" in k:
+            assert -1 <= m <= 1 + 1e-9, (k, m)
+        elif k.endswith("_bytes"):
+            assert 0 <= m < 64 * 2**30 and (m > 0 or "cache" in k), (k, m)
+        elif k in ("wall_seconds", "cpu_seconds"):
+            assert 0 <= m < 3600, (k, m)
+        elif k == "train_flops":
+            assert 0 < m < 1e16, (k, m)
+        elif k == "reached_target":
+            assert 0 <= m <= 1, (k, m)
+
+for prog in programs:
+    js, md = tables_of(prog)
+    for t in js["tables"]:
+        for r in t["rows"]:
+            check_numbers(r)
+    d = os.path.join(work, prog)
+    if prog == "efficiency_gpt2":
+        assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5", "ratio0.7", "depth0.5"], js["tables"]
+        for t in js["tables"]:
+            names = [r["method"] for r in t["rows"]]
+            assert names == ["teacher", "pruned (no recovery)", "lwcl", "layerwise_no_curriculum", "e2e_kd"], names
+            rows = {r["method"]: r for r in t["rows"]}
+            for n in ("lwcl", "layerwise_no_curriculum", "e2e_kd"):
+                for k in ("test_ppl", "val_ppl", "peak_compute_bytes", "run_peak_compute_bytes", "wall_seconds",
+                          "train_flops"):
+                    assert k in rows[n], (t["title"], n, k)
+                assert rows[n]["val_ppl"]["n"] == 2, rows[n]["val_ppl"]  # the quick mode's 2 seeds
+            for n in ("lwcl", "layerwise_no_curriculum"):
+                assert "equal_budget_ppl_ratio" in rows[n] and "reached_target" in rows[n], rows[n].keys()
+            assert "peak_compute_bytes" not in rows["teacher"]
+        assert "ratio0.5" in md and "+-" in md
+        for s in ("ratio0.5", "ratio0.7", "depth0.5"):
+            for fig in ("cumulative_error", "quality_vs_time", "memory_over_time"):
+                png(os.path.join(d, f"{fig}_{s}.png"))
+            # Each setting's own comparison run: a seeds summary with its config.
+            rep = json.load(open(os.path.join(d, s, "report.json")))
+            assert len(rep["seeds"]) == 2, rep["seeds"]
+            cfg = json.load(open(os.path.join(d, s, "config.json")))
+            want = {"ratio0.5": (0.5, 0), "ratio0.7": (0.7, 0), "depth0.5": (0, 0.5)}[s]
+            assert (cfg["ratio"], cfg["depth"]) == want, (s, cfg["ratio"], cfg["depth"])
+    elif prog == "pruning_methods":
+        assert len(js["tables"]) == 2, [t["title"] for t in js["tables"]]
+        assert "trained on both corpora" in js["tables"][0]["title"] and "trained on a only" in js["tables"][1]["title"]
+        crit = ["random", "magnitude_l1", "magnitude_l2", "wanda_sp", "wanda_sp_in_out", "flap", "flap_pooled", "taylor",
+                "activation", "block_influence"]
+        for t in js["tables"]:
+            assert [r["criterion"] for r in t["rows"]] == crit, t["rows"]
+            for r in t["rows"]:
+                assert r["removed"] == "35%", r
+                # The group ratio was searched for the parameter fraction: close to it (block influence
+                # removes whole layers, each about a fifth of the parameters here).
+                tol = 0.15 if r["criterion"] == "block_influence" else 0.05
+                assert abs(num(r, "removed_fraction") - 0.35) < tol, (r["criterion"], r["removed_fraction"])
+                for m in ("pruned", "e2e", "lwcl"):
+                    for k in ("test_ppl", "ppl_test_a", "ppl_test_b"):
+                        assert f"{m}_{k}" in r, (r["criterion"], m, k)
+        # Every run is labelled with the criterion that pruned its student.
+        rep = json.load(open(os.path.join(d, "t_llama", "flap_0.35", "report.json")))
+        assert {m["name"]: m for m in rep["methods"]}["pruned"]["criterion"] == "flap"
+        cfg = json.load(open(os.path.join(d, "t_llama", "flap_0.35", "lwcl", "config.json")))
+        assert cfg["policies"]["pruning"] == "flap", cfg["policies"]
+        rep = json.load(open(os.path.join(d, "t_llama", "block_influence_0.35", "report.json")))
+        pruned = {m["name"]: m for m in rep["methods"]}["pruned"]
+        assert pruned["layers"] < 4 and len(pruned["boundaries"]) == pruned["layers"] + 1, pruned
+        assert pruned["boundaries"][0] == 0 and pruned["boundaries"][-1] == 4, pruned["boundaries"]
+    elif prog == "ablation":
+        titles = [t["title"].split(":")[0].split(" (")[0] for t in js["tables"]]
+        assert titles == ["curriculum", "segmentation", "cache tier x prefetch"], titles
+        cur, sg, ca = js["tables"]
+        assert len(cur["rows"]) == 25, len(cur["rows"])
+        combos = {(r["order"], r["inputs"], r["growth"]) for r in cur["rows"]}
+        for o in ("front_to_back", "easy_to_hard", "hard_to_easy", "random"):
+            for i in ("teacher_inputs", "student_inputs", "ramp"):
+                for g in ("as_segmented", "doubling"):
+                    assert (o, i, g) in combos, (o, i, g)
+        assert ("front_to_back", "two_stage", "as_segmented") in combos
+        assert [r["segmentation"] for r in sg["rows"]] == ["uniform1", "uniform2", "uniform4", "balanced2",
+                                                           "memory_budget", "growing"], sg["rows"]
+        assert len(ca["rows"]) == 10 and {r["prefetch"] for r in ca["rows"]} == {"prefetch", "no_prefetch"}, ca["rows"]
+        for r in ca["rows"]:
+            assert 0 <= num(r, "stall_fraction") <= 1, r
+    elif prog == "efficiency_bert":
+        assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5", "depth0.5"], js["tables"]
+        for t in js["tables"]:
+            rows = {r["method"]: r for r in t["rows"]}
+            assert list(rows) == ["teacher", "pruned (no recovery)", "lwcl", "layerwise_no_curriculum", "e2e_embedding",
+                                  "e2e_hidden"], list(rows)
+            assert num(rows["teacher"], "cosine") == 1
+            for n in ("lwcl", "e2e_embedding"):
+                for k in ("cosine", "test_cosine", "top10_agreement", "test_top10_agreement", "peak_compute_bytes"):
+                    assert k in rows[n], (n, k)
+        for s in ("ratio0.5", "depth0.5"):
+            png(os.path.join(d, f"quality_vs_time_{s}.png"))
+    print(f"paper_repro quick: {prog}: {sum(len(t['rows']) for t in js['tables'])} rows in {len(js['tables'])} tables checked")
+PY
