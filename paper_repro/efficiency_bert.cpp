@@ -25,7 +25,7 @@ namespace {
 const char* usage =
     "paper_repro efficiency_bert: all-MiniLM-L6-v2 at 50% width and 6 -> 3 layers, LWCL against end-to-end "
     "distillation over seeds\n"
-    "  --quick             a run of about a minute (small budgets, pools and batches, 2 seeds)\n"
+    "  --quick             a run of about half a minute (small budgets, pools and batches, one seed)\n"
     "  --settings LIST     comma-separated ratio<r> / depth<d> (default ratio0.5,depth0.5)\n"
     "  --out DIR           run directory (default runs/efficiency_bert)\n"
     "  any other option goes to every setting's minilm_compress run (see minilm_compress --help); --ratio,\n"
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
       return false;
     };
     const std::vector<std::pair<std::string, std::string>> defaults =
-        quick ? std::vector<std::pair<std::string, std::string>>{{"--budget", "steps:12"},  {"--seeds", "2"},
+        quick ? std::vector<std::pair<std::string, std::string>>{{"--budget", "steps:12"},  {"--seeds", "1"},
                                                                  {"--curve-points", "2"},  {"--pool", "24"},
                                                                  {"--curve-pool", "8"},    {"--batch", "4"},
                                                                  {"--seq", "16"},          {"--feature-batches", "2"},

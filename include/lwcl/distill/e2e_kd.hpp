@@ -43,6 +43,7 @@ struct e2e_options {
   // cached batches, for a comparison on the same data); 0: a fresh batch every step.
   long cycle_batches = 0;
   double time_budget_seconds = 0;  // > 0: stop when the training wall clock passes it
+  long min_steps = 0;  // steps taken whatever the wall clock says (the pipeline's closing KD stage: 1)
   bool progress_bar = true;
   // The quality curve (distill/curve.hpp): with a probe, the student's held-out perplexity before the
   // first step, every eval_every steps and/or every eval_every_seconds training seconds, and after the
@@ -169,7 +170,7 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   auto evaluate = [&](long s) { clock.evaluate(opt.probe, s, res.flops, res.curve, "train_e2e_kd"); };
   if (opt.probe_start) evaluate(0);
   for (long s = 1; s <= opt.steps; ++s) {
-    if (!clock.within_time(s, opt.time_budget_seconds, opt.steps, sched)) {
+    if (s > opt.min_steps && !clock.within_time(s, opt.time_budget_seconds, opt.steps, sched)) {
       res.budget_exhausted = true;
       break;
     }

@@ -682,6 +682,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::final_kd(const teacher_source& lo
   if (opt_.total.unit == budget_unit::seconds) {
     eo.steps = opt_.max_visit_steps;
     eo.time_budget_seconds = std::max(1e-3, opt_.total.amount - elapsed());
+    eo.min_steps = 1;  // a closing stage asked for runs, even after visits that ran late on a loaded machine
   } else {
     eo.steps = plan_.kd_steps;
   }
