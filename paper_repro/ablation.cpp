@@ -85,6 +85,15 @@ void curricula(experiments::comparison& cmp) {
 // The segmentation part, each under the two-stage default.
 void segmentations(experiments::comparison& cmp, std::size_t segment_bytes) {
   const auto po = cmp.recovery_options();
+  if (segment_bytes == 0) {
+    // What two layers of this student need at this batch shape (with the three feature tensors a host
+    // visit holds), and a tenth more: segments of two layers where two fit.
+    const seg::memory_budget probe{.budget_bytes = 1, .batch = cmp.opt().batch, .seq = cmp.opt().seq, .input_tensors = 3};
+    const auto& cfg = cmp.pruned().config;
+    segment_bytes = static_cast<std::size_t>(
+        1.1 * static_cast<double>(probe.memory_of(cfg, {0, std::min<index_t>(2, cfg.n_layers())}).total()));
+  }
+  cmp.report()["segment_bytes"] = segment_bytes;
   auto run = [&](const char* name, auto segmentation) { cmp.recover(name, po, slot<key::segmentation>(segmentation)); };
   run("uniform1", seg::uniform<1>{});
   run("uniform2", seg::uniform<2>{});
@@ -122,15 +131,14 @@ int main(int argc, char** argv) {
   d.teacher = "runs/teacher_deep_gpt2";
   d.lr = 4e-3;
   d.test_split = true;
-  if (quick) d.eval_tokens = 1024;
+  if (quick) d.eval_tokens = 4096;  // 32 windows of 128, the error batches' 2 x 16
   bool quick_flag = false;
   std::string parts = "curriculum,segmentation,cache";
-  // 24 MiB: on the deep gpt2 teacher's 50% student at batch 16 x 128, between what one and two layers hold.
-  std::size_t segment_bytes = std::size_t{24} << 20;
+  std::size_t segment_bytes = 0;  // 0: what two layers of the student need, and a tenth more
   cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: small budgets and samples");
   cmp.cli().add_option("--parts", parts, "the parts, comma-separated: curriculum, segmentation, cache");
-  cmp.cli().add_option("--segment-bytes", segment_bytes, "memory_budget: bytes one segment may hold while it trains")
-      ->check(CLI::PositiveNumber);
+  cmp.cli().add_option("--segment-bytes", segment_bytes, "memory_budget: bytes one segment may hold while it trains "
+                       "(0: 1.1 x what two layers of the student need)")->check(CLI::NonNegativeNumber);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   try {

@@ -34,15 +34,16 @@ int main(int argc, char** argv) {
   auto& d = cmp.defaults();
   d.lr = 4e-3;
   d.test_split = true;
-  d.eval_tokens = quick ? 1024 : 16384;
+  d.eval_tokens = quick ? 4096 : 16384;  // quick: 32 windows of 128, the error batches' 2 x 16
   bool quick_flag = false;
-  std::string teachers = "runs/teacher_deep_llama,runs/teacher_deep_qwen2", criteria, fractions = "0.2,0.35,0.5";
+  std::string teachers = "runs/teacher_deep_llama,runs/teacher_deep_qwen2", criteria,
+              fractions = quick ? "0.35" : "0.2,0.35,0.5";
   for (const auto c : pp::criteria) {
     if (!criteria.empty()) criteria += ",";
     criteria += c;
   }
   pr::efficiency_knobs k;
-  cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: small budgets and samples");
+  cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: small budgets and samples, one fraction (35%)");
   cmp.cli().add_option("--teachers", teachers, "teacher run directories, comma-separated (trained by train_teacher "
                        "--preset deep; each a table of its own), each DIR or DIR@DATA (the prepared data it was trained "
                        "on, when not --data)");
