@@ -82,13 +82,13 @@ inline std::vector<column> efficiency_columns() {
 }
 
 // A method's figures for the table: the seeds' summary, with the costs to the target taken over the
-// seeds that reached it (the summary keeps a figure only when every seed has it).
-inline json method_with_reach(const fs::path& dir, const json& summary_method) {
+// seeds (their report.json, `seeds`) that reached it (the summary keeps a figure only when every seed has it).
+inline json method_with_reach(const std::vector<json>& seeds, const json& summary_method) {
   json m = summary_method;
   const std::string name = m.at("name").get<std::string>();
   for (const char* key : {"time_to_target_ratio", "flops_to_target_ratio"}) {
     std::vector<double> v;
-    for (const auto& r : seed_reports(dir))
+    for (const auto& r : seeds)
       if (const auto* sm = method_of(r, name); sm && sm->contains(key)) v.push_back(sm->at(key).get<double>());
     if (v.empty()) continue;
     double mean = 0, ss = 0;
@@ -112,6 +112,7 @@ inline void efficiency_report(const std::string& base, const std::string& headin
   for (const auto& s : list) {
     const fs::path dir = fs::path(base) / s.name;
     const json rep = read_json(dir / "report.json");
+    const auto seeds_of = seed_reports(dir);
     sources.push_back((dir / "report.json").string());
     table t;
     t.label_headers = {"method"};
@@ -122,7 +123,7 @@ inline void efficiency_report(const std::string& base, const std::string& headin
       if (layers && removed)
         shape = report::format("; student %.0f layers, %.1f%% of all parameters removed", layers->mean, 100 * removed->mean);
     }
-    const int seeds = rep.contains("seeds") ? static_cast<int>(rep.at("seeds").size()) : 1;
+    const int seeds = static_cast<int>(seeds_of.size());
     t.title = report::format("%s: ratio %g, depth %g%s; %d seed%s", s.name.c_str(), s.ratio, s.depth, shape.c_str(),
                              seeds, seeds == 1 ? "" : "s");
     for (const char* name : {"teacher", "pruned"})
@@ -133,14 +134,14 @@ inline void efficiency_report(const std::string& base, const std::string& headin
         t.add({name == std::string("pruned") ? "pruned (no recovery)" : name}, q);
       }
     for (const auto& name : trained)
-      if (const auto* m = method_of(rep, name)) t.add({name}, method_with_reach(dir, *m));
+      if (const auto* m = method_of(rep, name)) t.add({name}, method_with_reach(seeds_of, *m));
     tables.push_back(t);
     // The claims: memory while training and time to equal quality against end-to-end KD.
     const auto* kd = method_of(rep, "e2e_kd");
     for (const char* name : {"lwcl", "layerwise_no_curriculum"}) {
       const auto* m = method_of(rep, name);
       if (!m || !kd) continue;
-      const json mr = method_with_reach(dir, *m);
+      const json mr = method_with_reach(seeds_of, *m);
       const auto peak = figure(*m, "peak_compute_bytes"), kd_peak = figure(*kd, "peak_compute_bytes");
       const auto test = figure(*m, "test_ppl"), kd_test = figure(*kd, "test_ppl");
       const auto reached = figure(*m, "reached_target"), time = figure(mr, "time_to_target_ratio");

@@ -369,6 +369,29 @@ inline double at(const std::vector<double>& xs, const std::vector<double>& ys, d
   return ys.back();
 }
 
+// A chart line: the mean over the seeds' rows (equal lengths) at `x`, labelled with the seed count and,
+// with two seeds or more, a band of one sd.
+inline report::series over_seeds(const std::string& name, const std::vector<std::vector<double>>& rows,
+                                 std::vector<double> x) {
+  report::series s;
+  s.label = name;
+  if (rows.size() > 1) s.label += report::format(" (%zu seeds)", rows.size());
+  mean_sd(rows, s.y, s.lo, s.hi);
+  s.x = std::move(x);
+  if (rows.size() < 2) {
+    s.lo.clear();
+    s.hi.clear();
+  }
+  return s;
+}
+
+// Writes the chart unless it has no line; whether it did.
+inline bool write_if_any(const report::chart& c, const fs::path& png) {
+  if (c.lines.empty()) return false;
+  report::write_png(c, png);
+  return true;
+}
+
 }  // namespace detail
 
 // Cumulative error by depth (||h_S - h_T|| / ||h_T|| at every student layer on the held-out batches)
@@ -388,20 +411,11 @@ inline bool plot_cumulative_error(const fs::path& dir, const std::vector<std::st
       if (const auto* m = method_of(r, name); m && m->contains("cumulative_error") && !m->at("cumulative_error").empty())
         per_seed.push_back(m->at("cumulative_error").get<std::vector<double>>());
     if (per_seed.empty()) continue;
-    report::series s;
-    s.label = name;
-    if (per_seed.size() > 1) s.label += report::format(" (%zu seeds)", per_seed.size());
-    detail::mean_sd(per_seed, s.y, s.lo, s.hi);
-    for (std::size_t l = 0; l < s.y.size(); ++l) s.x.push_back(static_cast<double>(l));
-    if (per_seed.size() < 2) {
-      s.lo.clear();
-      s.hi.clear();
-    }
-    c.lines.push_back(std::move(s));
+    std::vector<double> layers;
+    for (std::size_t l = 0; l < per_seed.front().size(); ++l) layers.push_back(static_cast<double>(l));
+    c.lines.push_back(detail::over_seeds(name, per_seed, std::move(layers)));
   }
-  if (c.lines.empty()) return false;
-  report::write_png(c, png);
-  return true;
+  return detail::write_if_any(c, png);
 }
 
 // Held-out perplexity against training seconds of each of `methods` (their curves, evaluation time
@@ -437,20 +451,11 @@ inline bool plot_quality_vs_time(const fs::path& dir, const std::vector<std::str
       for (int i = 0; i < points; ++i) g.push_back(detail::at(xs, ys, end * i / (points - 1)));
       grid.push_back(std::move(g));
     }
-    report::series s;
-    s.label = name;
-    if (curves.size() > 1) s.label += report::format(" (%zu seeds)", curves.size());
-    detail::mean_sd(grid, s.y, s.lo, s.hi);
-    for (int i = 0; i < points; ++i) s.x.push_back(end * i / (points - 1));
-    if (curves.size() < 2) {
-      s.lo.clear();
-      s.hi.clear();
-    }
-    c.lines.push_back(std::move(s));
+    std::vector<double> seconds;
+    for (int i = 0; i < points; ++i) seconds.push_back(end * i / (points - 1));
+    c.lines.push_back(detail::over_seeds(name, grid, std::move(seconds)));
   }
-  if (c.lines.empty()) return false;
-  report::write_png(c, png);
-  return true;
+  return detail::write_if_any(c, png);
 }
 
 // Memory over time in the first seed's runs: the tracker's compute bytes of every step record of each
@@ -491,9 +496,7 @@ inline bool plot_memory_over_time(const fs::path& dir, const std::vector<std::st
     c.lines.push_back(std::move(compute));
     if (layerwise) c.lines.push_back(std::move(total));
   }
-  if (c.lines.empty()) return false;
-  report::write_png(c, png);
-  return true;
+  return detail::write_if_any(c, png);
 }
 
 // A compression setting of a sweep: its name (the run directory's), the fraction of every layer's heads

@@ -29,19 +29,7 @@ x=$build/experiments
 "$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds.txt"
 
 # Refused budgets: an lwcl::error on stderr and exit 2, nothing else.
-expect_error() {  # <expected text> <program> <args...>
-  local want=$1
-  shift
-  set +e
-  "$@" > "$work/err.out" 2> "$work/err.txt"
-  local rc=$?
-  set -e
-  [ "$rc" -eq 2 ] && grep -q "$want" "$work/err.txt" || {
-    echo "comparison_programs: expected exit 2 and '$want' from $*, got $rc:" >&2
-    cat "$work/err.txt" >&2
-    exit 1
-  }
-}
+source "$src/tests/support/expect_error.sh"
 expect_error "time to quality is read off the curves" "$x/lwcl_vs_kd" "${common[@]}" --budget steps:10 --curve-points 0 --out "$work/e1"
 expect_error "needs --ramp-visit-steps" "$x/lwcl_vs_kd" "${common[@]}" --budget steps:10 --only lwcl --ramp 0,0.5 --out "$work/e4"
 expect_error "every tier trains the same steps" "$x/cache_tiers" "${common[@]}" --budget seconds:5 --out "$work/e2"

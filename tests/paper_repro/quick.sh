@@ -65,19 +65,7 @@ for prog in "${programs[@]}"; do
 done
 
 # Bad input: a clear error and exit code 2 before anything runs.
-expect_error() {  # <expected text> <program> <args...>
-  local want=$1
-  shift
-  set +e
-  "$@" > "$work/err.out" 2> "$work/err.txt"
-  local rc=$?
-  set -e
-  [ "$rc" -eq 2 ] && grep -q "$want" "$work/err.txt" || {
-    echo "quick.sh: expected exit 2 and '$want' from $*, got $rc:" >&2
-    cat "$work/err.txt" >&2
-    exit 1
-  }
-}
+source "$src/tests/support/expect_error.sh"
 for prog in "${programs[@]}"; do
   case $prog in
     efficiency_gpt2) expect_error "setting 'width0.5' is neither ratio<fraction> nor depth<fraction>" \
