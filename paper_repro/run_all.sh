@@ -35,21 +35,64 @@ if [ ! -f data/prepared_kjv/test.austen.bin ]; then
   $x/experiments/prepare_data --corpus data/corpus --out data/prepared_kjv --vocab 1024 --train-corpus kjv
 fi
 
-# The teachers: <name> <family> <data>.
+# The teachers: <name> <family> <data>. Full mode trains them in two queues, one per processor, each
+# single-threaded (the deep teachers' shapes gain little from a second thread), and prints each
+# queue's last progress line every minute.
 teachers=("deep_gpt2 gpt2 data/prepared" "deep_llama llama data/prepared" "deep_qwen2 qwen2 data/prepared"
           "deep_llama_kjv llama data/prepared_kjv")
 tdir() { if [ $quick = 1 ]; then echo "$out/teachers/$1"; else echo "runs/teacher_$1"; fi; }
-for t in "${teachers[@]}"; do
-  read -r name family data <<<"$t"
+train() {  # train <processor> <name> <family> <data>
+  local cpu=$1 name=$2 family=$3 data=$4 dir
   dir=$(tdir "$name")
-  [ -d "$dir/model" ] && continue
-  say "training the teacher $dir"
+  [ -d "$dir/model" ] && return 0
   if [ $quick = 1 ]; then
+    say "training the teacher $dir"
     $x/experiments/train_teacher --data "$data" --preset tiny --family "$family" --steps 40 --out "$dir" --quiet
   else
-    $x/experiments/train_teacher --data "$data" --preset deep --family "$family" --out "$dir"
+    echo "teacher_$name" > "$out/.tqueue$cpu"
+    mkdir -p "$dir"
+    OMP_NUM_THREADS=1 taskset -c "$cpu" $x/experiments/train_teacher --data "$data" --preset deep \
+      --family "$family" --out "$dir" > "$out/teacher_$name.log" 2>&1 ||
+      { echo "run_all: teacher $name failed, see $out/teacher_$name.log" >&2; return 1; }
   fi
-done
+}
+tqueue() {  # tqueue <processor> <teacher index>...
+  local cpu=$1 i
+  shift
+  for i in "$@"; do
+    # shellcheck disable=SC2086
+    train "$cpu" ${teachers[$i]} || return 1
+  done
+  echo done > "$out/.tqueue$cpu"
+}
+if [ $quick = 1 ] || [ "$(nproc)" -lt 2 ]; then
+  tqueue 0 0 1 2 3
+  rm -f "$out/.tqueue0"
+else
+  pending=0
+  for t in "${teachers[@]}"; do read -r name _ <<<"$t"; [ -d "$(tdir "$name")/model" ] || pending=1; done
+  if [ $pending = 1 ]; then
+    say "training the teachers in two queues (about 35 minutes each, single-threaded)"
+    tqueue 0 0 1 & tp0=$!
+    tqueue 1 2 3 & tp1=$!
+    while kill -0 "$tp0" 2>/dev/null || kill -0 "$tp1" 2>/dev/null; do
+      sleep 60 &
+      wait $! || true
+      for k in 0 1; do
+        [ -f "$out/.tqueue$k" ] || continue
+        name=$(cat "$out/.tqueue$k")
+        [ "$name" = done ] && continue
+        last=$(tr '\r' '\n' < "$out/$name.log" 2>/dev/null | grep -a . | tail -1)
+        say "processor $k: $name: ${last:-starting}"
+      done
+    done
+    trc=0
+    wait "$tp0" || trc=1
+    wait "$tp1" || trc=1
+    rm -f "$out/.tqueue0" "$out/.tqueue1"
+    [ $trc = 0 ] || { echo "run_all: a teacher failed (see the logs in $out)" >&2; exit 1; }
+  fi
+fi
 
 q=(); [ $quick = 1 ] && q=(--quick)
 p=$x/paper_repro
