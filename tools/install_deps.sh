@@ -6,6 +6,9 @@
 #   tools/install_deps.sh --bench    also the GEMM providers compared in bench/ (BLIS, oneDNN)
 #   tools/install_deps.sh --python   also Python with PyTorch and NumPy (oracle fixtures, bench/peer)
 #   tools/install_deps.sh --corpus   also the public-domain texts (bible-kjv, r-cran-janeaustenr)
+#   tools/install_deps.sh --hf       also Hugging Face transformers (tools/hf/requirements.txt, pinned) in a
+#                                    virtual environment over Debian's PyTorch, at
+#                                    ${LWCL_HF_VENV:-$HOME/.cache/lwcl/hf-venv} (the interop tests run its python)
 #   tools/install_deps.sh --minilm   also the pretrained all-MiniLM-L6-v2 (BERT) that tests/model/test_bert.cpp
 #                                    checks against sentence-transformers, placed in
 #                                    ${LWCL_MODELS:-$HOME/.cache/lwcl/models}/all-MiniLM-L6-v2
@@ -18,17 +21,21 @@ bench=(libblis-dev libdnnl-dev)
 python=(python3 python3-numpy python3-torch)
 corpus=(bible-kjv r-cran-janeaustenr)
 minilm=(python3 python3-pip ca-certificates coreutils)
+hf=(python3 python3-venv python3-pip python3-numpy python3-torch python3-yaml python3-requests
+    python3-typing-extensions ca-certificates)
 
 want=("${base[@]}")
 with_minilm=0
+with_hf=0
 for arg in "$@"; do
   case "$arg" in
     --bench) want+=("${bench[@]}") ;;
     --python) want+=("${python[@]}") ;;
     --corpus) want+=("${corpus[@]}") ;;
     --minilm) want+=("${minilm[@]}"); with_minilm=1 ;;
-    --all) want+=("${bench[@]}" "${python[@]}" "${corpus[@]}" "${minilm[@]}"); with_minilm=1 ;;
-    *) echo "install_deps.sh: unknown option '$arg' (expected --bench, --python, --corpus, --minilm or --all)" >&2; exit 2 ;;
+    --hf) want+=("${hf[@]}"); with_hf=1 ;;
+    --all) want+=("${bench[@]}" "${python[@]}" "${corpus[@]}" "${minilm[@]}" "${hf[@]}"); with_minilm=1; with_hf=1 ;;
+    *) echo "install_deps.sh: unknown option '$arg' (expected --bench, --python, --corpus, --minilm, --hf or --all)" >&2; exit 2 ;;
   esac
 done
 
@@ -86,4 +93,36 @@ install_minilm() {
 }
 if [ "$with_minilm" -eq 1 ]; then
   install_minilm
+fi
+
+# transformers in a virtual environment that sees Debian's site-packages (PyTorch, NumPy), built in a
+# scratch folder beside its place and moved there once every pinned package is in and imports, so an
+# interrupted install leaves nothing that looks complete. Skipped when the pins are already there.
+install_hf() {
+  local venv="${LWCL_HF_VENV:-$HOME/.cache/lwcl/hf-venv}"
+  local req
+  req="$(cd "$(dirname "$0")" && pwd)/hf/requirements.txt"
+  local stamp
+  stamp=$(sha256sum "$req" | cut -d' ' -f1)
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.lwcl-requirements" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  echo "install_deps.sh: installing Hugging Face transformers (tools/hf/requirements.txt) into $venv" >&2
+  mkdir -p "$(dirname "$venv")"
+  hf_scratch=$(mktemp -d "$venv.XXXXXX")
+  trap 'rm -rf "$hf_scratch"' EXIT
+  /usr/bin/python3 -m venv --system-site-packages "$hf_scratch"
+  "$hf_scratch/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps \
+    --only-binary=:all: -r "$req"
+  "$hf_scratch/bin/python" -c "import torch, transformers, safetensors, tokenizers" || {
+    echo "install_deps.sh: transformers does not import in the new virtual environment" >&2
+    exit 1
+  }
+  echo "$stamp" > "$hf_scratch/.lwcl-requirements"
+  rm -rf "$venv"
+  mv "$hf_scratch" "$venv"
+  trap - EXIT
+}
+if [ "$with_hf" -eq 1 ]; then
+  install_hf
 fi

@@ -16,7 +16,7 @@ stage() {  # prints how long the previous stage took, then names the next
 }
 
 stage "install dependencies"
-tools/install_deps.sh --minilm
+tools/install_deps.sh --minilm --hf
 
 stage "g++: configure and build"
 cmake --preset host >/dev/null
