@@ -100,7 +100,8 @@ run() {  # run <processor> <name> <program> <args...>
   local cpu=$1 name=$2 prog=$3
   shift 3
   echo "$name" > "$out/.queue$cpu"
-  OMP_NUM_THREADS=1 taskset -c "$cpu" "$p/$prog" "${q[@]}" "$@" --out "$out/$name" > "$out/$name.log" 2>&1 ||
+  echo "run_all command: OMP_NUM_THREADS=1 taskset -c $cpu $p/$prog ${q[*]} $* --out $out/$name" > "$out/$name.log"
+  OMP_NUM_THREADS=1 taskset -c "$cpu" "$p/$prog" "${q[@]}" "$@" --out "$out/$name" >> "$out/$name.log" 2>&1 ||
     { echo "run_all: $name failed, see $out/$name.log" >&2; return 1; }
 }
 queue0() {
