@@ -2,6 +2,8 @@
 // vocab.json + merges.txt or tokenizer.json) on a text file, printed with its protocol. With
 // --dump-logits FILE it also writes the logits of the first sequence, so that another system's logits
 // for the same token ids can be compared (format in docs/file-formats.md; tools/compare_logits.py).
+// With --mc TASK.jsonl (one or more) it scores zero-shot multiple-choice tasks with lm-eval's protocol
+// (eval/multiple_choice.hpp; tools/make_mc_tasks.py builds two from the corpora).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -14,6 +16,7 @@
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/fs.hpp"
+#include "lwcl/eval/multiple_choice.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/tokenizer/byte_bpe.hpp"
@@ -58,10 +61,15 @@ void dump_logits(const std::string& path, const std::vector<std::int32_t>& ids, 
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl eval_model: perplexity of a checkpoint on a text file, with its protocol"};
-  std::string model_dir, text_path, dump, split = "-";
-  int seq_len = 0, stride = 0;
+  std::string model_dir, text_path, dump, split = "-", mc_out;
+  std::vector<std::string> mc;
+  int seq_len = 0, stride = 0, mc_limit = 0;
   app.add_option("model", model_dir, "checkpoint folder (config.json, model.safetensors, tokenizer)")->required();
-  app.add_option("text", text_path, "UTF-8 text file to score")->required()->check(CLI::ExistingFile);
+  app.add_option("text", text_path, "UTF-8 text file to score (perplexity)")->check(CLI::ExistingFile);
+  app.add_option("--mc", mc, "zero-shot multiple-choice task files (jsonl: context, choices, gold), scored with "
+                             "lm-eval's protocol")->check(CLI::ExistingFile);
+  app.add_option("--mc-limit", mc_limit, "score only the first N items of each task")->check(CLI::PositiveNumber);
+  app.add_option("--mc-out", mc_out, "write the multiple-choice results (every choice's log-likelihood) as JSON here");
   app.add_option("--seq-len", seq_len, "tokens of context per window (default: the model's max_seq)")->check(CLI::PositiveNumber);
   app.add_option("--stride", stride, "targets scored per window (default: seq_len / 2)")->check(CLI::PositiveNumber);
   app.add_option("--split", split, "name printed in the protocol (e.g. validation)");
@@ -70,11 +78,31 @@ int main(int argc, char** argv) {
 
   try {
     namespace fs = std::filesystem;
+    check(!text_path.empty() || !mc.empty(), "eval_model: nothing to score; give a text file, --mc TASK.jsonl, or both");
     const auto cfg = checkpoint::read_hf_config(model_dir);
     backend::cpu be;
     model::transformer<backend::cpu> net(be, cfg, dtype::f32);
     checkpoint::load_hf_weights(net, model_dir);
     const auto tok = load_tokenizer(model_dir);
+    if (!mc.empty()) {
+      nlohmann::ordered_json out = nlohmann::ordered_json::array();
+      for (const auto& path : mc) {
+        const auto items = eval::read_mc_jsonl(path, mc_limit);
+        const auto r = eval::multiple_choice(net, tok, items, fs::path(path).stem().string());
+        std::printf("%s: acc %.4f +- %.4f, acc_norm %.4f +- %.4f  (%s)\n", r.task.c_str(), r.acc, r.acc_stderr, r.acc_norm,
+                    r.acc_norm_stderr, r.protocol().c_str());
+        nlohmann::ordered_json j = {{"task", r.task},         {"file", path},
+                                    {"n", r.n},               {"acc", r.acc},
+                                    {"acc_stderr", r.acc_stderr}, {"acc_norm", r.acc_norm},
+                                    {"acc_norm_stderr", r.acc_norm_stderr}, {"protocol", r.protocol()}};
+        nlohmann::ordered_json lls = nlohmann::ordered_json::array();
+        for (const auto& s : r.items) lls.push_back(s.loglikelihoods);
+        j["loglikelihoods"] = lls;
+        out.push_back(j);
+      }
+      if (!mc_out.empty()) write_text_atomic(mc_out, out.dump(1) + "\n");
+      if (text_path.empty()) return 0;
+    }
     const auto ids = tok.encode(read_text(text_path));
     check(ids.size() >= 2, "eval_model: '", text_path, "' gives ", ids.size(), " tokens, need at least 2");
     for (auto id : ids)

@@ -10,7 +10,8 @@ The protocol, as lm-eval-harness defines its multiple_choice output type:
 - the pair is encoded as lm-eval's HF model does: the continuation's tokens are the tokens of
   context + continuation after the first len(encode(context)) of them;
 - the request's score is the sum of log p(token | everything before it) over the continuation's tokens,
-  the input cut from the left to the model's last max_length + 1 tokens;
+  the input cut from the left to the model's last max_length + 1 tokens (a continuation longer than
+  max_length tokens is an error);
 - acc = [argmax_i ll_i == gold]; acc_norm = [argmax_i ll_i / len(choice_i) == gold] with len the
   choice's length in characters (the first maximum wins a tie);
 - each metric is reported as its mean over the items with the standard error of the mean (sample
@@ -57,6 +58,9 @@ def loglikelihood(model, ctx, cont, max_length):
         raise ValueError("mc_reference.py: an empty context (lm-eval would prefix an end-of-text token)")
     if not cont:
         raise ValueError("mc_reference.py: a choice that encodes to no token")
+    if len(cont) > max_length:
+        raise ValueError("mc_reference.py: a continuation of %d tokens, longer than the model's window of %d"
+                         % (len(cont), max_length))
     ids = (ctx + cont)[-(max_length + 1):][:-1]
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0].double()

@@ -1,0 +1,152 @@
+// Zero-shot multiple choice: on the transformers-made llama of tests/data/mc/ every choice's summed
+// log-likelihood, token split, pick, acc and acc_norm equal those transformers computed with lm-eval's
+// protocol (tools/fixtures/mc_scores.py); the scoring rules on hand-made numbers; clear errors for bad
+// items.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/eval/multiple_choice.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/tokenizer/byte_bpe.hpp"
+#include "support/fixture.hpp"
+
+using namespace lwcl;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = "mc_test_" + name + ".jsonl";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    eval::read_mc_jsonl(write_temp("bad", text));
+  } catch (const lwcl::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("multiple choice equals transformers' scores with lm-eval's protocol") {
+  backend::cpu be;
+  const auto dir = test::data_path("mc/llama");
+  auto net = checkpoint::load_hf(be, dir, dtype::f32);
+  const auto tok = tokenizer::byte_bpe::from_files(dir + "/vocab.json", dir + "/merges.txt");
+  const auto items = eval::read_mc_jsonl(test::data_path("mc/items.jsonl"));
+  std::ifstream in(test::data_path("mc/reference.json"));
+  const auto ref = nlohmann::json::parse(in);
+  REQUIRE(ref["items"].size() == items.size());
+  REQUIRE(ref["max_length"].get<index_t>() == net->config().max_seq);
+  const auto r = eval::multiple_choice(*net, tok, items, "fixture");
+  double worst = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& want = ref["items"][i];
+    for (std::size_t c = 0; c < items[i].choices.size(); ++c) {
+      const auto p = eval::encode_pair(tok, items[i].context, " " + items[i].choices[c]);
+      CHECK(static_cast<index_t>(p.context.size()) == want["context_tokens"][c].get<index_t>());
+      CHECK(p.continuation == want["continuation_tokens"][c].get<std::vector<std::int32_t>>());
+      const double w = want["loglikelihoods"][c].get<double>(), got = r.items[i].loglikelihoods[c];
+      worst = std::max(worst, std::abs(got - w) / std::abs(w));
+    }
+    CHECK(r.items[i].pick == want["pick"].get<index_t>());
+    CHECK(r.items[i].pick_norm == want["pick_norm"].get<index_t>());
+  }
+  MESSAGE("largest relative difference of a choice's log-likelihood (f32 against transformers' f64): ", worst);
+  CHECK(worst < 1e-5);
+  CHECK(r.n == static_cast<index_t>(items.size()));
+  CHECK(r.acc == doctest::Approx(ref["acc"].get<double>()).epsilon(1e-12));
+  CHECK(r.acc_norm == doctest::Approx(ref["acc_norm"].get<double>()).epsilon(1e-12));
+  CHECK(r.acc_stderr == doctest::Approx(ref["acc_stderr"].get<double>()).epsilon(1e-12));
+  CHECK(r.acc_norm_stderr == doctest::Approx(ref["acc_norm_stderr"].get<double>()).epsilon(1e-12));
+  CHECK(r.protocol().find("n=8") != std::string::npos);
+  // The fixture exercises what it should: a context cut from the left, and acc differing from acc_norm.
+  bool cut = false, differ = false;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& want = ref["items"][i];
+    for (std::size_t c = 0; c < items[i].choices.size(); ++c)
+      cut = cut || want["context_tokens"][c].get<index_t>() + static_cast<index_t>(want["continuation_tokens"][c].size()) >
+                       net->config().max_seq + 1;
+    differ = differ || r.items[i].pick != r.items[i].pick_norm;
+  }
+  CHECK(cut);
+  CHECK(differ);
+}
+
+TEST_CASE("multiple choice scoring: ties, length normalisation, standard error") {
+  std::vector<eval::mc_item> items = {{"c", {"aa", "b", "cccc"}, 2}, {"c", {"x", "y"}, 1},
+                                      {"c", {"\xc3\xa9t\xc3\xa9", "ab"}, 1}};
+  // Item 0: "b" has the highest sum; per character "cccc" (-4 / 4) beats "aa" (-4 / 2) and "b" (-2.5).
+  // Item 1: y wins both. Item 2: the accented word is 3 characters and 5 bytes; per character it loses
+  // (-3.5 / 3 < -2 / 2), as lm-eval counts, where per byte it would win (-3.5 / 5 > -1).
+  const auto r = eval::score_choices(items, {{-4, -2.5, -4}, {-3, -1}, {-3.5, -2}}, "hand");
+  CHECK(r.items[0].pick == 1);
+  CHECK(r.items[0].pick_norm == 2);
+  CHECK(r.items[1].pick == 1);
+  CHECK(r.items[1].pick_norm == 1);
+  CHECK(r.items[2].pick == 1);
+  CHECK(r.items[2].pick_norm == 1);
+  CHECK(eval::utf8_length("\xc3\xa9t\xc3\xa9") == 3);
+  CHECK(r.acc == doctest::Approx(2.0 / 3));
+  CHECK(r.acc_norm == doctest::Approx(1.0));
+  // Outcomes {0, 1, 1}: sample sd sqrt(1/3), standard error sqrt(1/3) / sqrt(3) = 1/3; all 1: 0.
+  CHECK(r.acc_stderr == doctest::Approx(1.0 / 3));
+  CHECK(r.acc_norm_stderr == doctest::Approx(0.0));
+  const auto tie = eval::score_choices({{"c", {"a", "b"}, 0}}, {{-1, -1}}, "tie");
+  CHECK(tie.items[0].pick == 0);
+  CHECK(tie.items[0].pick_norm == 0);
+  CHECK(std::isnan(tie.acc_stderr));  // one item: no spread to estimate
+}
+
+TEST_CASE("multiple choice: whitespace ending a context moves into the continuation") {
+  const auto dir = test::data_path("mc/llama");
+  const auto tok = tokenizer::byte_bpe::from_files(dir + "/vocab.json", dir + "/merges.txt");
+  const auto a = eval::encode_pair(tok, "the mill, ", " and");
+  const auto b = eval::encode_pair(tok, "the mill,", "  and");
+  CHECK(a.context == b.context);
+  CHECK(a.continuation == b.continuation);
+  CHECK(a.context == tok.encode("the mill,"));
+  auto whole = tok.encode("the mill,  and");
+  CHECK(std::vector<std::int32_t>(whole.begin() + static_cast<std::ptrdiff_t>(a.context.size()), whole.end()) == a.continuation);
+}
+
+TEST_CASE("multiple choice: bad items and requests get clear errors") {
+  CHECK(error_of("{\"context\": \"a\", \"choices\": [], \"gold\": 0}\n").find("'choices' is empty") != std::string::npos);
+  CHECK(error_of("{\"context\": \"a\", \"choices\": [\"x\"], \"gold\": 1}\n").find("gold 1 is not an index") !=
+        std::string::npos);
+  CHECK(error_of("{\"context\": \"a\", \"gold\": 0}\n").find("no 'choices' list") != std::string::npos);
+  CHECK(error_of("{\"choices\": [\"x\"], \"gold\": 0}\n").find("no string 'context'") != std::string::npos);
+  CHECK(error_of("{\"context\": \"a\", \"choices\": [\"x\"], \"gold\": 0}\nnot json\n").find("line 2 is not JSON") !=
+        std::string::npos);
+  CHECK(error_of("\n\n").find("holds no item") != std::string::npos);
+  CHECK_THROWS_WITH_AS(eval::read_mc_jsonl("no/such/file.jsonl"), doctest::Contains("cannot open"), lwcl::error);
+  // lm-eval's older field name, and a limit.
+  const auto two = eval::read_mc_jsonl(write_temp("query", "{\"query\": \"q\", \"choices\": [\"x\", \"y\"], \"gold\": 1}\n"
+                                                           "{\"query\": \"r\", \"choices\": [\"z\"], \"gold\": 0}\n"), 1);
+  REQUIRE(two.size() == 1);
+  CHECK(two[0].context == "q");
+  CHECK(two[0].gold == 1);
+
+  backend::cpu be;
+  const auto dir = test::data_path("mc/llama");
+  auto net = checkpoint::load_hf(be, dir, dtype::f32);
+  const auto tok = tokenizer::byte_bpe::from_files(dir + "/vocab.json", dir + "/merges.txt");
+  CHECK_THROWS_WITH_AS(eval::continuation_loglikelihood(*net, eval::encode_pair(tok, "", " x")),
+                       doctest::Contains("empty context"), lwcl::error);
+  CHECK_THROWS_WITH_AS(eval::continuation_loglikelihood(*net, eval::encode_pair(tok, "a", "")),
+                       doctest::Contains("encodes to no token"), lwcl::error);
+  const std::string long_choice(200, 'q');
+  CHECK_THROWS_WITH_AS(eval::continuation_loglikelihood(*net, eval::encode_pair(tok, "a", " " + long_choice)),
+                       doctest::Contains("longer than the model's window of 48"), lwcl::error);
+}
