@@ -19,20 +19,13 @@
 #include "lwcl/eval/multiple_choice.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
-#include "lwcl/model/tokenizer/byte_bpe.hpp"
+#include "lwcl/model/tokenizer/folder.hpp"
 
 #include "host_instances.hpp"
 
 using namespace lwcl;
 
 namespace {
-
-tokenizer::byte_bpe load_tokenizer(const std::filesystem::path& dir) {
-  if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt"))
-    return tokenizer::byte_bpe::from_files((dir / "vocab.json").string(), (dir / "merges.txt").string());
-  if (std::filesystem::exists(dir / "tokenizer.json")) return tokenizer::byte_bpe::from_tokenizer_json((dir / "tokenizer.json").string());
-  fail("eval_model: '", dir.string(), "' has no tokenizer (expected vocab.json + merges.txt, or tokenizer.json)");
-}
 
 // Logits dump: a 32-byte header, then the T input token ids (int32), then T x V float32 logits, row
 // major, all little-endian. Header: magic "LWCLLGT1", uint32 version 1, uint32 dtype 0 (float32),
@@ -83,7 +76,7 @@ int main(int argc, char** argv) {
     backend::cpu be;
     model::transformer<backend::cpu> net(be, cfg, dtype::f32);
     checkpoint::load_hf_weights(net, model_dir);
-    const auto tok = load_tokenizer(model_dir);
+    const auto tok = tokenizer::byte_bpe_of_folder(model_dir);
     if (!mc.empty()) {
       nlohmann::ordered_json out = nlohmann::ordered_json::array();
       for (const auto& path : mc) {

@@ -18,6 +18,7 @@
 #include "lwcl/core/rng.hpp"
 #include "lwcl/ops/activation.hpp"
 #include "lwcl/ops/attention.hpp"
+#include "lwcl/ops/attention_cached.hpp"
 #include "lwcl/ops/cross_entropy.hpp"
 #include "lwcl/ops/distill_loss.hpp"
 #include "lwcl/ops/elementwise.hpp"
@@ -753,6 +754,22 @@ TEST_CASE("cuda: attention forward and backward match the host backend (GQA, cau
       return r;
     });
   }
+}
+
+TEST_CASE("cuda: attention over a key/value cache matches the host backend (GQA, 9 cached positions, 4 new)") {
+  const index_t n = 4, past = 9, cap = 16, H = 6, KVH = 2, D = 16;
+  const shape qs{1, n, H, D}, cs{1, cap, KVH, D};
+  const auto q = randn(n * H * D, 201), k = randn(cap * KVH * D, 202), v = randn(cap * KVH * D, 203);
+  host_vs_device([&](auto& be) {
+    arena a(be);
+    const tensor tq = a.upload(q, qs), tk = a.upload(k, cs), tv = a.upload(v, cs);
+    const tensor out = a.template zeros<float>(qs), probs = a.template zeros<float>(shape{H, n, past + n});
+    ops::attention_cached_forward(be, out, probs, tq, tk, tv, past);
+    results r;
+    r.add("out", a.get(out), fwd_tol);
+    r.add("probs", a.get(probs), fwd_tol);
+    return r;
+  });
 }
 
 // The forward runs the tiled kernel on the device and the row functor on the host: both sum each score

@@ -9,6 +9,7 @@
 
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/backend/host/host.hpp"
+#include "lwcl/model/generate.hpp"
 #include "lwcl/model/host_params.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/optim/adamw.hpp"
@@ -120,5 +121,34 @@ TEST_CASE("cuda: 20 AdamW steps of a tiny gpt2 and a tiny GQA llama track the ho
     CHECK(hl.back() < hl.front());  // the run trains
     CHECK(worst < 1e-3);
     CHECK(rel_error(model::host_params(d), model::host_params(h)) < 1e-3);
+  }
+}
+
+TEST_CASE("cuda: key/value-cache decoding and greedy generation match the host backend") {
+  backend::cpu host;
+  backend::cuda gpu;
+  for (const auto fam : {model::family::gpt2, model::family::llama, model::family::qwen2}) {
+    CAPTURE(model::family_name(fam));
+    const auto cfg = tiny(fam);
+    model::transformer<backend::cpu> h(host, cfg, dtype::f32);
+    h.init(31);
+    model::transformer<backend::cuda> d(gpu, cfg, dtype::f32);
+    model::set_host_params(d, model::host_params(h));
+    std::vector<std::int32_t> ids, targets;
+    make_batch(0, ids, targets);
+    const std::vector<std::int32_t> prompt(ids.begin(), ids.begin() + 5);
+    model::kv_decoder<backend::cpu> hd(h, 12, 5);
+    model::kv_decoder<backend::cuda> dd(d, 12, 5);
+    const index_t V = cfg.vocab;
+    for (const auto& chunk : {prompt, std::vector<std::int32_t>{ids[5]}, std::vector<std::int32_t>{ids[6], ids[7]}}) {
+      const auto n = static_cast<index_t>(chunk.size());
+      std::vector<float> hl(static_cast<std::size_t>(n * V)), dl(hl.size());
+      host.to_host(hl.data(), hd.step(chunk).data, hl.size() * sizeof(float));
+      gpu.to_host(dl.data(), dd.step(chunk).data, dl.size() * sizeof(float));
+      const double err = rel_error(std::vector<double>(dl.begin(), dl.end()), std::vector<double>(hl.begin(), hl.end()));
+      MESSAGE(model::family_name(fam), ": ", n, " new positions, logits relative error ", err);
+      CHECK(err < 1e-4);
+    }
+    CHECK(model::generate(d, prompt, 6, model::sampling{}).tokens == model::generate(h, prompt, 6, model::sampling{}).tokens);
   }
 }

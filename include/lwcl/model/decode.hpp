@@ -1,0 +1,185 @@
+#pragma once
+// Incremental decoding of a decoder LM with a key/value cache: step() feeds the next tokens of one
+// sequence at positions length() .. length() + n - 1 and returns their logits, computing each layer's
+// keys and values for the new tokens only and attending over the cached ones. The logits equal those
+// of a full forward over the whole sequence at every position (tests/model/test_decode.cpp). Works on
+// both backends (the same ops as block_forward); per-layer widths are the model's.
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lwcl/model/block.hpp"
+#include "lwcl/model/transformer.hpp"
+#include "lwcl/ops/attention_cached.hpp"
+
+namespace lwcl::model {
+
+template <class Backend>
+class kv_decoder {
+ public:
+  // A cache for sequences of up to `capacity` positions (at most the model's max_seq); `chunk` is the
+  // most tokens one step() takes (a prompt longer than that is fed in several steps).
+  kv_decoder(const transformer<Backend>& net, index_t capacity, index_t chunk = 0)
+      : net_(net), cfg_(net.config()), cap_(capacity), chunk_(chunk > 0 ? chunk : capacity) {
+    check(capacity >= 1 && capacity <= cfg_.max_seq, "kv_decoder: capacity ", capacity, " must be in [1, ", cfg_.max_seq,
+          "] (the model's max_seq)");
+    check(chunk_ <= cap_, "kv_decoder: chunk ", chunk_, " exceeds the capacity ", cap_);
+    index_t max_q = 0, max_kv = 0, max_f = 0, max_h = 0;
+    for (index_t l = 0; l < cfg_.n_layers(); ++l) {
+      const auto sh = shape_of_layer(cfg_, l);
+      kv_.push_back(std::make_unique<layer_cache>());  // by pointer: an arena's slots must not move
+      auto& c = *kv_.back();
+      c.mem.declare(c.k, {1, cap_, sh.KVH, sh.D});
+      c.mem.declare(c.v, {1, cap_, sh.KVH, sh.D});
+      c.mem.allocate(net.backend(), net.type());
+      max_q = std::max(max_q, sh.H * sh.D);
+      max_kv = std::max(max_kv, sh.KVH * sh.D);
+      max_f = std::max(max_f, sh.F);
+      max_h = std::max(max_h, sh.H);
+    }
+    const index_t C = cfg_.d_model, n = chunk_;
+    s_.mem.declare(s_.x, {1, n, C});
+    s_.mem.declare(s_.h, {1, n, C});
+    s_.mem.declare(s_.x2, {1, n, C});
+    s_.mem.declare(s_.y, {1, n, C});
+    s_.mem.declare(s_.q, {n * max_q});
+    s_.mem.declare(s_.kv_new, {n * max_kv});
+    s_.mem.declare(s_.att, {n * max_q});
+    s_.mem.declare(s_.probs, {max_h * n * cap_});
+    s_.mem.declare(s_.f, {n * max_f});
+    s_.mem.declare(s_.g, {n * max_f});
+    s_.mem.declare(s_.s, {n * max_f});
+    s_.mem.declare(s_.mean, {n});
+    s_.mem.declare(s_.rstd, {n});
+    s_.mem.declare(s_.logits, {1, n, cfg_.vocab});
+    s_.mem.declare(s_.ids, {2 * n});  // i32 ids in a slot of the model's dtype (2 bytes at the least)
+    s_.mem.allocate(net.backend(), net.type());
+  }
+
+  kv_decoder(const kv_decoder&) = delete;
+  kv_decoder& operator=(const kv_decoder&) = delete;
+
+  index_t length() const { return len_; }
+  index_t capacity() const { return cap_; }
+  void reset() { len_ = 0; }
+  // Bytes of the cache and the step buffers.
+  std::size_t bytes() const {
+    std::size_t b = s_.mem.bytes();
+    for (const auto& c : kv_) b += c->mem.bytes();
+    return b;
+  }
+
+  // Feeds tokens (host memory) at positions length() .. and returns their logits (1, n, vocab) in
+  // backend memory, valid until the next step.
+  tensor step(const std::vector<std::int32_t>& tokens) {
+    const auto n = static_cast<index_t>(tokens.size());
+    check(n >= 1 && n <= chunk_, "kv_decoder::step: ", n, " tokens, expected 1 to ", chunk_);
+    check(len_ + n <= cap_, "kv_decoder::step: ", len_, " cached and ", n, " new positions exceed the cache's ", cap_,
+          " (the model's context is ", cfg_.max_seq, ")");
+    for (auto id : tokens)
+      check(id >= 0 && id < cfg_.vocab, "kv_decoder::step: token id ", id, " is outside the vocabulary [0, ", cfg_.vocab, ")");
+    auto& be = net_.backend();
+    const dtype t = net_.type();
+    const index_t C = cfg_.d_model;
+    const tensor ids(s_.ids.data, dtype::i32, {1, n});
+    be.from_host(ids.data, tokens.data(), tokens.size() * sizeof(std::int32_t));
+    const tensor x = rows(s_.x, n, C), h = rows(s_.h, n, C), x2 = rows(s_.x2, n, C), y = rows(s_.y, n, C);
+    const bool learned_positions = net_.layout().contains("wpe");
+    tensor wpe;
+    if (learned_positions) {  // the table's rows from position len_ on
+      const tensor full = net_.param("wpe");
+      wpe = tensor(static_cast<char*>(full.data) + static_cast<std::size_t>(len_ * C) * dtype_size(t), t,
+                   {cfg_.max_seq - len_, C});
+    }
+    ops::embedding_forward(be, x, ids, net_.param("wte"), wpe);
+    tensor cur = x, next = y;
+    for (index_t l = 0; l < cfg_.n_layers(); ++l) {
+      layer(l, n, cur, h, x2, next);
+      std::swap(cur, next);
+    }
+    const auto& tr = cfg_.traits();
+    if (tr.rms_norm)
+      ops::rmsnorm_forward(be, h, view(s_.rstd, {n}), cur, net_.param("norm_f.weight"), cfg_.norm_eps);
+    else
+      ops::layernorm_forward(be, h, view(s_.mean, {n}), view(s_.rstd, {n}), cur, net_.param("norm_f.weight"),
+                             net_.param("norm_f.bias"), cfg_.norm_eps);
+    const tensor logits = rows(s_.logits, n, cfg_.vocab);
+    const tensor head = net_.layout().contains("lm_head.weight") ? net_.param("lm_head.weight") : net_.param("wte");
+    ops::linear_forward(be, logits, h, head, tensor());
+    len_ += n;
+    return logits;
+  }
+
+ private:
+  struct layer_cache {
+    tensor k, v;
+    arena<Backend> mem;
+  };
+  struct scratch {
+    tensor x, h, x2, y, q, kv_new, att, probs, f, g, s, mean, rstd, logits, ids;
+    arena<Backend> mem;
+  };
+
+  static tensor view(const tensor& t, shape s) { return tensor(t.data, t.type, s); }
+  static tensor rows(const tensor& t, index_t n, index_t width) { return tensor(t.data, t.type, {1, n, width}); }
+
+  // Positions [len_, len_ + n) of a cache tensor (1, cap, KVH, D).
+  tensor cache_rows(const tensor& c, index_t n) const {
+    const index_t w = c.shape[2] * c.shape[3];
+    return tensor(static_cast<char*>(c.data) + static_cast<std::size_t>(len_ * w) * dtype_size(c.type), c.type,
+                  {1, n, c.shape[2], c.shape[3]});
+  }
+
+  void layer(index_t l, index_t n, const tensor& x, const tensor& h, const tensor& x2, const tensor& y) {
+    auto& be = net_.backend();
+    const auto sh = shape_of_layer(cfg_, l);
+    const auto w = bind_block(net_.layout(), "layers." + std::to_string(l) + ".", net_.params().data, net_.type());
+    auto& c = *kv_[static_cast<std::size_t>(l)];
+    const tensor q = view(s_.q, {1, n, sh.H, sh.D}), att = view(s_.att, {1, n, sh.H, sh.D});
+    const tensor k_new = cache_rows(c.k, n), v_new = cache_rows(c.v, n);
+    auto flat = [](const tensor& t) { return tensor(t.data, t.type, {t.shape[0], t.shape[1], t.shape[2] * t.shape[3]}); };
+    auto norm = [&](const tensor& out, const tensor& inp, const tensor& wt, const tensor& b) {
+      if (sh.tr.rms_norm)
+        ops::rmsnorm_forward(be, out, view(s_.rstd, {n}), inp, wt, sh.eps);
+      else
+        ops::layernorm_forward(be, out, view(s_.mean, {n}), view(s_.rstd, {n}), inp, wt, b, sh.eps);
+    };
+    // x2 = x + o(attn(norm1(x))), the new keys and values written straight into the cache.
+    norm(h, x, w.norm1_w, w.norm1_b);
+    ops::linear_forward(be, flat(q), h, w.q_w, w.q_b);
+    ops::linear_forward(be, flat(k_new), h, w.k_w, w.k_b);
+    ops::linear_forward(be, flat(v_new), h, w.v_w, w.v_b);
+    if (sh.tr.rope) {
+      ops::rope_forward(be, q, q, sh.theta, len_);
+      ops::rope_forward(be, k_new, k_new, sh.theta, len_);
+    }
+    ops::attention_cached_forward(be, att, s_.probs, q, c.k, c.v, len_);
+    ops::linear_forward(be, x2, flat(att), w.o_w, w.o_b);
+    ops::add(be, x2, x2, x);
+    // y = x2 + mlp(norm2(x2))
+    norm(h, x2, w.norm2_w, w.norm2_b);
+    const tensor f = view(s_.f, {1, n, sh.F}), g = view(s_.g, {1, n, sh.F});
+    if (sh.tr.gated_mlp) {
+      const tensor s = view(s_.s, {1, n, sh.F});
+      ops::linear_forward(be, f, h, w.fc_w, w.fc_b);
+      ops::linear_forward(be, g, h, w.up_w, tensor());
+      ops::swiglu_forward(be, s, f, g);
+      ops::linear_forward(be, y, s, w.proj_w, w.proj_b);
+    } else {
+      ops::linear_gelu_forward(be, g, f, h, w.fc_w, w.fc_b, detail::gelu_of(sh));
+      ops::linear_forward(be, y, g, w.proj_w, w.proj_b);
+    }
+    ops::add(be, y, y, x2);
+  }
+
+  const transformer<Backend>& net_;
+  const model_config& cfg_;
+  index_t cap_, chunk_, len_ = 0;
+  std::vector<std::unique_ptr<layer_cache>> kv_;
+  scratch s_;
+};
+
+}  // namespace lwcl::model
