@@ -15,7 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
 if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
-out=${1:-runs/paper_repro$([ $quick = 1 ] && echo _quick)}
+suffix=""
+[ $quick = 1 ] && suffix=_quick
+out=${1:-runs/paper_repro$suffix}
 mkdir -p "$out"
 start=$SECONDS
 say() { echo "run_all ($(( (SECONDS - start) / 60 )) min): $*"; }
