@@ -34,4 +34,3 @@ expect_error "top_p 1.5 must be in (0, 1]" "$gen" "$model" --prompt "a" --temper
 expect_error "exceed the model's context of 48" "$gen" "$model" --prompt "The river ran past the mill and on" \
   --max-new-tokens 40
 expect_error "give the prompt with" "$gen" "$model"
-echo "3 passed, 0 failed"

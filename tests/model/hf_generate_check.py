@@ -1,5 +1,6 @@
 """Checks experiments/generate's greedy tokens against transformers' generate() on the same checkpoint
-folders and prompt ids.
+folders and prompt ids (min_new_tokens keeps transformers from stopping at an end-of-text id, where lwcl
+does not stop).
 
     python tests/model/hf_generate_check.py <generate --out JSON>     (tests/support/hf_python.sh runs it)
 """
@@ -23,7 +24,7 @@ def main(path):
         model = AutoModelForCausalLM.from_pretrained(r["model"], trust_remote_code=True, torch_dtype=torch.float32).eval()
         with torch.no_grad():
             out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=len(r["tokens"]),
-                                 do_sample=False, pad_token_id=0, synced_gpus=False)
+                                 min_new_tokens=len(r["tokens"]), do_sample=False, pad_token_id=0, synced_gpus=False)
         hf = out[0, prompt.shape[1]:].tolist()
         if hf == r["tokens"]:
             passed += 1

@@ -200,6 +200,12 @@ def decoder_case(family, tmp):
     again = os.path.join(tmp, family + "_again")
     model.save_pretrained(again)
     back = tf.AutoModelForCausalLM.from_pretrained(again, trust_remote_code=True, torch_dtype=torch.float64).eval()
+    with open(os.path.join(again, "config.json")) as f:
+        saved = json.load(f)
+    expect(type(back).__name__ == "LwclForCausalLM" and saved.get("model_type") == "lwcl" and
+           saved.get("lwcl_layers") == spec and "auto_map" in saved,
+           "%s: save_pretrained wrote model_type %s, lwcl_layers %s" % (family, saved.get("model_type"),
+                                                                        saved.get("lwcl_layers")))
     with torch.no_grad():
         expect(torch.equal(back(ids).logits, got), "%s: save_pretrained did not round-trip" % family)
 
@@ -267,6 +273,7 @@ def errors_case(tmp):
     folder = os.path.join(tmp, "llama")
     with open(os.path.join(folder, "config.json")) as f:
         j = json.load(f)
+    kv1 = j["lwcl_layers"][1]["n_kv_heads"]
     j["lwcl_layers"][1]["n_kv_heads"] = 3
     bad = os.path.join(tmp, "bad")
     shutil.copytree(folder, bad)
@@ -277,6 +284,15 @@ def errors_case(tmp):
         expect(False, "a layer whose KV heads do not divide its query heads was accepted")
     except ValueError as e:
         expect("layer 1" in str(e), "the error names the layer: %s" % e)
+    j["lwcl_layers"][1]["n_kv_heads"] = kv1
+    j["rope_scaling"] = {"type": "linear", "factor": 2.0}
+    with open(os.path.join(bad, "config.json"), "w") as f:
+        json.dump(j, f)
+    try:
+        tf.AutoModelForCausalLM.from_pretrained(bad, trust_remote_code=True)
+        expect(False, "rope_scaling was accepted and would have been ignored")
+    except ValueError as e:
+        expect("rope_scaling" in str(e), "the error names rope_scaling: %s" % e)
     model = tf.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
     try:
         model(torch.zeros(1, 65, dtype=torch.long))

@@ -50,11 +50,31 @@ class LwclConfig(PretrainedConfig):
         kwargs.setdefault("num_hidden_layers", len(self.lwcl_layers))  # read by transformers' generation utilities
         kwargs.setdefault("use_cache", True)
         super().__init__(**kwargs)
+        self._refuse_unsupported()
         for i, layer in enumerate(self.lwcl_layers):
             h, kv, ffn = layer.get("n_heads", 0), layer.get("n_kv_heads", 0), layer.get("ffn", 0)
             if h < 1 or kv < 1 or h % kv or ffn < 1:
                 raise ValueError("lwcl config: layer %d has %s query heads, %s KV heads and FFN width %s; expected at "
                                  "least one of each, with the KV heads dividing the query heads" % (i, h, kv, ffn))
+
+    def _refuse_unsupported(self):
+        """What lwcl's own reader refuses is refused here too, rather than silently ignored."""
+        fam = self.lwcl_family
+        act = getattr(self, "activation_function", None) if fam == "gpt2" else getattr(self, "hidden_act", None)
+        allowed = {"gpt2": ("gelu_new", "gelu_pytorch_tanh"), "bert": ("gelu",), "llama": ("silu",), "qwen2": ("silu",)}
+        if act is not None and act not in allowed[fam]:
+            raise ValueError("lwcl config: %s activation %r is not supported (expected %s)"
+                             % (fam, act, " or ".join(allowed[fam])))
+        if getattr(self, "rope_scaling", None):
+            raise ValueError("lwcl config: rope_scaling is not supported")
+        if getattr(self, "use_sliding_window", False):
+            raise ValueError("lwcl config: sliding-window attention is not supported")
+        for flag in ("attention_bias", "mlp_bias"):
+            if getattr(self, flag, False):
+                raise ValueError("lwcl config: %s is not supported (lwcl's output biases are lwcl_output_bias)" % flag)
+        if fam == "bert" and getattr(self, "position_embedding_type", "absolute") != "absolute":
+            raise ValueError("lwcl config: position_embedding_type %r is not supported (expected absolute)"
+                             % self.position_embedding_type)
 
     # Normalised views of the family's fields.
     def _field(self, *names, default=None):

@@ -95,6 +95,8 @@ def main():
     max_length = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings")
     rows, acc, acc_norm = [], [], []
     for context, choices, gold in read_items(a.task, a.limit):
+        if any(not c for c in choices):
+            sys.exit("mc_reference.py: %s: an empty choice (every choice needs some text)" % a.task)
         lls = [loglikelihood(model, *encode_pair(tok, context, " " + c), max_length) for c in choices]
         normed = [ll / len(c) for ll, c in zip(lls, choices)]
         acc.append(1.0 if max(range(len(lls)), key=lambda i: (lls[i], -i)) == gold else 0.0)
