@@ -65,7 +65,8 @@ LWCL_HOST_INSTANCE lwcl::prune::local_gradients lwcl::prune::collect_local_gradi
     const lwcl::model::transformer<lwcl::backend::cpu>&, const lwcl::data::batch_loader&, lwcl::index_t, lwcl::index_t,
     lwcl::index_t);
 LWCL_HOST_INSTANCE void lwcl::checkpoint::save_hf<lwcl::backend::cpu>(const lwcl::model::transformer<lwcl::backend::cpu>&,
-                                                                       const std::string&);
+                                                                       const std::string&,
+                                                                       const lwcl::checkpoint::hf_save_options&);
 LWCL_HOST_INSTANCE void lwcl::checkpoint::load_hf_weights<lwcl::backend::cpu>(lwcl::model::transformer<lwcl::backend::cpu>&,
                                                                                const std::string&);
 

@@ -289,6 +289,7 @@ int minilm_main(int argc, char** argv) {
                                           slot<key::cache>(policies::cache::host{}), entries...);
         distill::pipeline_options po;
         po.total = total;
+        po.student_as.tokenizer_from = model_dir;  // the student folder loads with the teacher's tokenizer
         po.lr = lr;
         po.min_lr = lr / 10;
         po.feature_batches = feature_batches;
@@ -325,7 +326,7 @@ int minilm_main(int argc, char** argv) {
           res = distill::train_e2e_encoder(*teacher, *student, loader, B, T, eo, &m);
         }
         const std::size_t peak = rss ? peak_resident_bytes() : 0;
-        checkpoint::save_hf(*student, (dir / name / "student").string());
+        checkpoint::save_hf(*student, (dir / name / "student").string(), {.weights = {}, .tokenizer_from = model_dir});
         row r{name};
         record(r, distill::student_state::of(*student), &res, nullptr, dir / name / "student", peak);
         rows.push_back(r);

@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
   app.add_option("--eval-tokens", eval_tokens, "predicted tokens of the held-out sample (windows of --seq over every "
                  "validation document)")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "calibration batches and the random criterion");
+  std::string save_dtype = "f32";
+  app.add_option("--save-dtype", save_dtype, "weights of the student written: f32, bf16 or f16 (rounded to nearest even)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
@@ -191,10 +194,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(T), f0, f1, 100.0 * (f0 - f1) / f0,
                 summary["calibration_tokens_per_second"].get<double>());
 
-    checkpoint::save_hf(*student, (fs::path(out) / "model").string());
-    for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json"})
-      if (fs::exists(fs::path(model_dir) / f))
-        fs::copy_file(fs::path(model_dir) / f, fs::path(out) / "model" / f, fs::copy_options::overwrite_existing);
+    checkpoint::save_hf(*student, (fs::path(out) / "model").string(), {checkpoint::parse_save_dtype(save_dtype), model_dir});
     summary["layers_before"] = widths(cfg);
     // The layer map for recovery (model/layer_map.hpp): student layer i replaces teacher layers [b[i], b[i+1]).
     summary["boundaries"] = model::boundaries_of_kept_layers(kept, cfg.n_layers());

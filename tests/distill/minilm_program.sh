@@ -41,7 +41,16 @@ def check_seed(d, steps, layers):
         assert m[n]["peak_resident_bytes"] > m[n]["run_peak_compute_bytes"], n
         assert m[n]["train_flops"] > 0 and m[n]["wall_seconds"] > 0, n
         cfg = json.load(open(os.path.join(d, n, "student", "config.json")))
-        assert cfg["model_type"] == "bert" and cfg["num_hidden_layers"] == layers, (n, cfg)
+        # BertModel derives the head width from the hidden size: with heads removed the student is written
+        # in lwcl's form (model_type lwcl, its module beside it), otherwise as a plain bert checkpoint.
+        plain = cfg["num_attention_heads"] * cfg["head_dim"] == cfg["hidden_size"]
+        if plain:
+            assert cfg["model_type"] == "bert", (n, cfg)
+        else:
+            assert cfg["model_type"] == "lwcl" and cfg["lwcl_family"] == "bert", (n, cfg)
+            assert os.path.exists(os.path.join(d, n, "student", "lwcl_modeling.py")), n
+        assert cfg["num_hidden_layers"] == layers, (n, cfg)
+        assert os.path.exists(os.path.join(d, n, "student", "vocab.txt")), (n, "no tokenizer with the student")
     # The layer-wise students train the layers only; only the end-to-end ones move the embeddings.
     assert m["lwcl"]["peak_compute_bytes"] < m["e2e_embedding"]["peak_compute_bytes"]
     return m

@@ -179,13 +179,6 @@ inline std::string step_name(long step) {
   return buf;
 }
 
-// Copies the tokenizer files next to a checkpoint so that the folder is self-contained.
-inline void copy_tokenizer(const std::filesystem::path& from, const std::filesystem::path& to) {
-  namespace fs = std::filesystem;
-  for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json"})
-    if (fs::exists(from / f)) fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
-}
-
 }  // namespace detail
 
 // Mean next-token loss over the first `tokens` targets of `s` in non-overlapping windows of seq tokens,
@@ -304,7 +297,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   auto save_checkpoint = [&](long step) {
     const auto name = detail::step_name(step);
     const auto dir = checkpoints.start(name);  // emptied: a half-written folder of a killed run goes
-    checkpoint::save_hf(net, dir.string());
+    checkpoint::save_hf(net, dir.string(), {.weights = {}, .tokenizer_from = tok_dir.string()});
     {
       const auto tmp = (dir / "optimizer.bin.tmp").string();
       std::ofstream f(tmp, std::ios::binary);
@@ -313,7 +306,6 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
       check(f.good(), "train_lm: writing '", tmp, "' failed");
     }
     fs::rename(dir / "optimizer.bin.tmp", dir / "optimizer.bin");
-    detail::copy_tokenizer(tok_dir, dir);
     write_text_atomic(dir / "state.json", nlohmann::json({{"step", step}}).dump() + "\n");
     checkpoints.commit(name);  // `latest`, then only the newest keep_checkpoints folders remain
   };
@@ -369,8 +361,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   res.val_loss = step0 == opt.steps ? validation_loss(net, val_shard, opt.batch, opt.seq, opt.eval_tokens) : val;
 
   const auto model_dir = run / "model";
-  checkpoint::save_hf(net, model_dir.string());
-  detail::copy_tokenizer(tok_dir, model_dir);
+  checkpoint::save_hf(net, model_dir.string(), {.weights = {}, .tokenizer_from = tok_dir.string()});
   nlohmann::ordered_json report = {{"steps", opt.steps},
                                    {"resumed_from_step", step0},
                                    {"final_train_loss", res.final_train_loss},

@@ -13,6 +13,7 @@
 #include "lwcl/cache/prefetcher.hpp"
 #include "lwcl/core/config.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
+#include "lwcl/model/checkpoint/save_options.hpp"
 
 namespace lwcl::distill {
 
@@ -46,6 +47,7 @@ struct pipeline_options {
   std::FILE* log = stdout;
   long halt_after_steps = 0;               // > 0: throw pipeline_halted after that many segment steps (tests)
   bool save_student = true;                // write <run>/student (HF safetensors + config.json)
+  checkpoint::hf_save_options student_as;  // the student's weight dtype and the tokenizer written with it
   bool plots = true;                       // write <run>/loss_curves.png, memory.png (and cumulative_error.png)
   // Evaluation after training, on held-out tokens (empty: none): validation perplexity (windows of the
   // loader's sequence length, stride equal to it) and the cumulative error curve of the student before

@@ -348,9 +348,9 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
     std::error_code ec;
     fs::remove_all(dir, ec);
     if (st_.is_encoder())
-      checkpoint::save_hf(*st_.to_encoder(be_), dir.string());  // a BertModel folder, as the teacher came
+      checkpoint::save_hf(*st_.to_encoder(be_), dir.string(), opt_.student_as);  // a BertModel folder, as the teacher came
     else
-      checkpoint::save_hf(*st_.to_transformer(be_), dir.string());
+      checkpoint::save_hf(*st_.to_transformer(be_), dir.string(), opt_.student_as);
   }
   if (!opt_.validation_ids.empty()) evaluate_recovery(be_, opt_, B_, T_, tlo_, load_teacher, st_, initial, res_);
   write_text_atomic(run_dir_ / "report.json", res_.to_json().dump(2) + "\n");

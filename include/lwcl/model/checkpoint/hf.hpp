@@ -6,22 +6,58 @@
 // sliced. A config may carry lwcl's per-layer widths ("lwcl_layers", see docs/file-formats.md).
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "lwcl/core/fs.hpp"
+#include "lwcl/model/checkpoint/hf_module_source.hpp"
 #include "lwcl/model/checkpoint/safetensors.hpp"
+#include "lwcl/model/checkpoint/save_options.hpp"
 #include "lwcl/model/config.hpp"
 #include "lwcl/model/encoder.hpp"
 #include "lwcl/model/transformer.hpp"
 
 namespace lwcl::checkpoint {
+
+// Copies the tokenizer files of folder `from` (vocab.json + merges.txt, tokenizer.json, vocab.txt and
+// the Hugging Face tokenizer settings) into `to`, each to a temporary name and renamed, so that
+// AutoTokenizer loads the checkpoint folder and gives lwcl's ids. A byte-level BPE without settings
+// (lwcl's prepare_data writes none) gets a tokenizer_config.json naming GPT2Tokenizer with no special
+// tokens, as lwcl's tokenizer has none. Returns the files written.
+inline std::vector<std::string> copy_tokenizer(const std::filesystem::path& from, const std::filesystem::path& to,
+                                               index_t max_seq) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> written;
+  for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json", "vocab.txt", "tokenizer_config.json",
+                        "special_tokens_map.json", "added_tokens.json"}) {
+    if (!fs::exists(from / f)) continue;
+    if (fs::exists(to / f) && fs::equivalent(from / f, to / f)) continue;
+    const auto tmp = (to / f).string() + ".tmp";
+    fs::copy_file(from / f, tmp, fs::copy_options::overwrite_existing);
+    fs::rename(tmp, to / f);
+    written.push_back(f);
+  }
+  if (fs::exists(from / "vocab.json") && fs::exists(from / "merges.txt") && !fs::exists(from / "tokenizer_config.json")) {
+    const nlohmann::ordered_json t = {{"tokenizer_class", "GPT2Tokenizer"}, {"add_prefix_space", false},
+                                      {"add_bos_token", false},            {"bos_token", nullptr},
+                                      {"eos_token", nullptr},              {"unk_token", nullptr},
+                                      {"pad_token", nullptr},              {"model_max_length", max_seq},
+                                      {"clean_up_tokenization_spaces", false}};
+    write_text_atomic(to / "tokenizer_config.json", t.dump(2) + "\n");
+    written.push_back("tokenizer_config.json");
+  }
+  return written;
+}
 
 namespace hf_detail {
 
@@ -239,17 +275,99 @@ void load_weights(Net& net, const std::string& dir) {
   });
 }
 
+// IEEE binary16 bits of f, rounded to nearest even (overflow to infinity; NaN stays NaN, quiet).
+inline std::uint16_t f16_bits(float f) {
+  const std::uint32_t x = float_bits(f);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u)  // infinity, or NaN with its top payload bits and the quiet bit
+    return static_cast<std::uint16_t>(sign | (ax == 0x7f800000u ? 0x7c00u : 0x7e00u | ((ax >> 13) & 0x3ffu)));
+  if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (ax < 0x38800000u) {  // below 2^-14: a subnormal half, in units of 2^-24 (the scaling is exact)
+    const auto m = static_cast<std::uint32_t>(std::nearbyint(bits_float(ax) * 16777216.0f));
+    return static_cast<std::uint16_t>(sign | m);  // m = 0x400 is the smallest normal, correctly encoded
+  }
+  std::uint32_t h = (((ax >> 23) - 127 + 15) << 10) | ((ax & 0x7fffffu) >> 13);
+  const std::uint32_t rest = ax & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent, as it should
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+// Converts `n` elements of type `from` at src into type `to` at dst (f32, f64, bf16 or f16; widening is
+// exact, narrowing rounds to nearest even).
+inline void convert_elements(const char* src, dtype from, char* dst, dtype to, std::size_t n) {
+  auto read = [&](std::size_t i) -> double {
+    switch (from) {
+      case dtype::f32: { float v; std::memcpy(&v, src + 4 * i, 4); return v; }
+      case dtype::f64: { double v; std::memcpy(&v, src + 8 * i, 8); return v; }
+      case dtype::bf16: { std::uint16_t b; std::memcpy(&b, src + 2 * i, 2); return bf16::from_bits(b).to_float(); }
+      case dtype::f16: { std::uint16_t b; std::memcpy(&b, src + 2 * i, 2); return f16_to_float(b); }
+      default: fail("save_hf: cannot convert from ", dtype_name(from));
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = read(i);
+    switch (to) {
+      case dtype::f32: { const auto f = static_cast<float>(v); std::memcpy(dst + 4 * i, &f, 4); break; }
+      case dtype::f64: std::memcpy(dst + 8 * i, &v, 8); break;
+      case dtype::bf16: { const auto b = bf16(static_cast<float>(v)).bits; std::memcpy(dst + 2 * i, &b, 2); break; }
+      case dtype::f16: { const auto b = f16_bits(static_cast<float>(v)); std::memcpy(dst + 2 * i, &b, 2); break; }
+      default: fail("save_hf: cannot write ", dtype_name(to), " weights (expected f32, bf16 or f16)");
+    }
+  }
+}
+
+// Why the family's own transformers class cannot hold `cfg`'s shapes (then the folder carries lwcl's
+// module, model_type "lwcl"); empty when it can (a plain config). Llama reads head_dim (transformers
+// 4.45 on); gpt2, qwen2 and BERT derive the head width from the hidden size.
+inline std::string lwcl_form_reason(const model::model_config& cfg) {
+  const auto& L0 = cfg.layers.front();
+  for (std::size_t l = 1; l < cfg.layers.size(); ++l) {
+    const auto& L = cfg.layers[l];
+    if (L.n_heads != L0.n_heads || L.n_kv_heads != L0.n_kv_heads || L.ffn != L0.ffn)
+      return "per-layer widths: layer " + std::to_string(l) + " has " + std::to_string(L.n_heads) + " heads, " +
+             std::to_string(L.n_kv_heads) + " KV heads and FFN " + std::to_string(L.ffn) + ", layer 0 " +
+             std::to_string(L0.n_heads) + ", " + std::to_string(L0.n_kv_heads) + " and " + std::to_string(L0.ffn);
+  }
+  if (cfg.output_bias) return "biases on the attention and MLP output projections (bias compensation)";
+  if (cfg.fam != model::family::llama && L0.n_heads * cfg.head_dim != cfg.d_model)
+    return std::string(model::family_name(cfg.fam)) + " derives the head width from the hidden size, and " +
+           std::to_string(L0.n_heads) + " heads of " + std::to_string(cfg.head_dim) + " are not " +
+           std::to_string(cfg.d_model);
+  return "";
+}
+
 // Writes net (a transformer or an encoder) as a checkpoint folder: config.json is `j` (the family's
 // fields) plus head_dim and lwcl_layers, so that uneven pruned layers reload; model.safetensors holds
 // the weights in the net's dtype. Each file goes to a temporary name and is renamed.
 template <class Net>
-void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& dir) {
+void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& dir, const hf_save_options& o) {
   namespace fs = std::filesystem;
   const auto& cfg = net.config();
   const auto& layout = net.layout();
+  const dtype out_type = o.weights.value_or(net.type());
+  check(out_type == dtype::f32 || out_type == dtype::bf16 || out_type == dtype::f16 ||
+            (out_type == dtype::f64 && net.type() == dtype::f64),
+        "save_hf: weights in ", dtype_name(out_type), " are not written (expected f32, bf16 or f16, or f64 for an f64 model)");
   fs::create_directories(dir);
+  const std::string reason = lwcl_form_reason(cfg);
+  const auto module_path = fs::path(dir) / std::string(hf_module_file);
+  if (!reason.empty()) {
+    const bool encoder = cfg.fam == model::family::bert;
+    j["architectures"] = {encoder ? "LwclModel" : "LwclForCausalLM"};
+    j["model_type"] = "lwcl";
+    j["lwcl_family"] = std::string(model::family_name(cfg.fam));
+    j["lwcl_form"] = reason;
+    j["auto_map"] = {{"AutoConfig", "lwcl_modeling.LwclConfig"},
+                     {encoder ? "AutoModel" : "AutoModelForCausalLM",
+                      encoder ? "lwcl_modeling.LwclModel" : "lwcl_modeling.LwclForCausalLM"}};
+    write_text_atomic(module_path, std::string(hf_module_source));
+  } else {
+    std::error_code ec;
+    fs::remove(module_path, ec);  // a folder written again in the plain form keeps no stale module
+  }
   j["head_dim"] = cfg.head_dim;
-  j["torch_dtype"] = net.type() == dtype::f64 ? "float64" : "float32";
+  j["torch_dtype"] = out_type == dtype::f64 ? "float64" : out_type == dtype::bf16 ? "bfloat16" : out_type == dtype::f16 ? "float16" : "float32";
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const auto& l : cfg.layers) layers.push_back({{"n_heads", l.n_heads}, {"n_kv_heads", l.n_kv_heads}, {"ffn", l.ffn}});
   j["lwcl_layers"] = layers;
@@ -289,8 +407,14 @@ void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& d
       std::memcpy(t.bytes.data() + static_cast<std::size_t>(s.first) * esize, src, static_cast<std::size_t>(e.shape.numel()) * esize);
     }
   }
+  if (out_type != net.type())
+    for (auto& [name, t] : out) {
+      std::vector<char> converted(static_cast<std::size_t>(t.dims.numel()) * dtype_size(out_type));
+      convert_elements(t.bytes.data(), net.type(), converted.data(), out_type, static_cast<std::size_t>(t.dims.numel()));
+      t.bytes = std::move(converted);
+    }
   std::vector<safetensors_item> items;
-  for (const auto& [name, t] : out) items.push_back({name, net.type(), t.dims, t.bytes.data()});
+  for (const auto& [name, t] : out) items.push_back({name, out_type, t.dims, t.bytes.data()});
   write_safetensors((fs::path(dir) / "model.safetensors").string(), items, {{"format", "pt"}});
   const auto cfg_path = (fs::path(dir) / "config.json").string();
   {
@@ -299,6 +423,7 @@ void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& d
     check(f.good(), "save_hf: writing '", cfg_path, ".tmp' failed");
   }
   fs::rename(cfg_path + ".tmp", cfg_path);
+  if (!o.tokenizer_from.empty()) copy_tokenizer(o.tokenizer_from, dir, cfg.max_seq);
 }
 
 }  // namespace hf_detail
@@ -309,7 +434,12 @@ inline model::model_config read_hf_config(const std::string& dir) {
   using hf_detail::get;
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   const auto j = hf_detail::read_json(path);
-  const auto type = get<std::string>(j, "model_type", path);
+  auto type = get<std::string>(j, "model_type", path);
+  if (type == "lwcl") {  // lwcl's own form (per-layer shapes the family's class cannot express)
+    type = get<std::string>(j, "lwcl_family", path);
+    check(type == "gpt2" || type == "llama" || type == "qwen2" || type == "bert", "checkpoint: '", path,
+          "': lwcl_family '", type, "' is not one of gpt2, llama, qwen2, bert");
+  }
   model::model_config c;
   index_t heads = 0, kv = 0, ffn = 0, layers = 0;
   if (type == "gpt2") {
@@ -364,9 +494,15 @@ inline model::model_config read_hf_config(const std::string& dir) {
   } else {
     fail("checkpoint: '", path, "': model_type '", type, "' is not supported here (expected gpt2, llama, qwen2 or bert)");
   }
-  check(heads > 0 && c.d_model % heads == 0, "checkpoint: '", path, "': width ", c.d_model, " is not a multiple of ", heads,
-        " heads");
-  c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<index_t>() : c.d_model / heads;
+  check(heads > 0, "checkpoint: '", path, "': the head count must be positive, not ", heads);
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    c.head_dim = get<index_t>(j, "head_dim", path);
+    check(c.head_dim > 0, "checkpoint: '", path, "': head_dim must be positive, not ", c.head_dim);
+  } else {
+    check(c.d_model % heads == 0, "checkpoint: '", path, "': width ", c.d_model, " is not a multiple of ", heads,
+          " heads (and no head_dim is given)");
+    c.head_dim = c.d_model / heads;
+  }
   c.layers.assign(static_cast<std::size_t>(layers), model::layer_config{heads, kv, ffn});
   if (j.contains("lwcl_layers")) {
     const auto& L = j["lwcl_layers"];
@@ -426,7 +562,7 @@ void load_hf_weights(model::encoder<Backend>& net, const std::string& dir) {
 // lwcl_layers so that uneven pruned layers reload) and model.safetensors in the net's dtype, each
 // written to a temporary name and renamed. load_hf_weights reads it back bit for bit.
 template <class Backend>
-void save_hf(const model::transformer<Backend>& net, const std::string& dir) {
+void save_hf(const model::transformer<Backend>& net, const std::string& dir, const hf_save_options& o = {}) {
   const auto& cfg = net.config();
   const auto& L0 = cfg.layers.front();
   nlohmann::ordered_json j;
@@ -448,12 +584,12 @@ void save_hf(const model::transformer<Backend>& net, const std::string& dir) {
   } else {
     fail("save_hf: family ", model::family_name(cfg.fam), " is not supported (expected gpt2, llama or qwen2)");
   }
-  hf_detail::write_folder(net, std::move(j), dir);
+  hf_detail::write_folder(net, std::move(j), dir, o);
 }
 
 // Writes an encoder as a BertModel checkpoint folder (no pooler: lwcl does not use it), the same way.
 template <class Backend>
-void save_hf(const model::encoder<Backend>& net, const std::string& dir) {
+void save_hf(const model::encoder<Backend>& net, const std::string& dir, const hf_save_options& o = {}) {
   const auto& cfg = net.config();
   const auto& L0 = cfg.layers.front();
   for (const auto& l : cfg.layers)
@@ -464,7 +600,7 @@ void save_hf(const model::encoder<Backend>& net, const std::string& dir) {
       {"num_hidden_layers", cfg.n_layers()}, {"num_attention_heads", L0.n_heads}, {"intermediate_size", L0.ffn},
       {"hidden_act", "gelu"}, {"layer_norm_eps", cfg.norm_eps}, {"position_embedding_type", "absolute"},
       {"hidden_dropout_prob", 0.0}, {"attention_probs_dropout_prob", 0.0}};
-  hf_detail::write_folder(net, std::move(j), dir);
+  hf_detail::write_folder(net, std::move(j), dir, o);
 }
 
 }  // namespace lwcl::checkpoint
