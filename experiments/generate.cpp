@@ -63,9 +63,12 @@ int main(int argc, char** argv) {
     nlohmann::ordered_json runs = nlohmann::ordered_json::array();
     for (const auto& dir : models) {
       auto net = checkpoint::load_hf(be, dir, dtype::f32, model::frozen);
-      check(net->config().vocab == static_cast<index_t>(tok.vocab_size()), "generate: '", dir, "' has a vocabulary of ",
-            net->config().vocab, " tokens; the tokenizer of '", models.front(), "' has ", tok.vocab_size());
-      const auto g = model::generate(*net, ids, max_new, s);
+      // A model's vocabulary may be padded past its tokenizer's; ids the tokenizer lacks are never chosen.
+      check(net->config().vocab >= static_cast<index_t>(tok.vocab_size()), "generate: '", dir, "' has a vocabulary of ",
+            net->config().vocab, " tokens, fewer than the ", tok.vocab_size(), " of the tokenizer of '", models.front(), "'");
+      model::sampling sv = s;
+      sv.vocab = static_cast<index_t>(tok.vocab_size());
+      const auto g = model::generate(*net, ids, max_new, sv);
       const std::string text = tok.decode(g.tokens);
       std::printf("\n== %s (%s, %lld layers, %lld parameters): %.1f tokens/s, prompt %.3f s\n%s%s\n", dir.c_str(),
                   std::string(model::family_name(net->config().fam)).c_str(), static_cast<long long>(net->config().n_layers()),

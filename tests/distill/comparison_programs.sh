@@ -25,7 +25,11 @@ x=$build/experiments
   --out "$work/kdr" > "$work/kdr.txt"
 "$x/lwcl_vs_kd" "${common[@]}" --budget steps:24 --curve-points 4 --only e2e_kd --e2e-lr 0.003 --e2e-temperature 2 \
   --e2e-hidden-mse 0.5 --out "$work/kde" > "$work/kde.txt"
-"$x/quickstart" "${common[@]}" --budget steps:16 --depth 0.5 --ratio 0 --skip-no-curriculum --out "$work/depth" > "$work/depth.txt"
+"$x/quickstart" "${common[@]}" --budget steps:16 --depth 0.5 --ratio 0 --skip-no-curriculum --save-dtype bf16 \
+  --mc "$src/tests/data/mc/items.jsonl" --mc-limit 6 --out "$work/depth" > "$work/depth.txt"
+# The teacher's multiple-choice scores from eval_model, to compare with the comparison's teacher row.
+"$x/eval_model" "$work/teacher/model" --mc "$src/tests/data/mc/items.jsonl" --mc-limit 6 --mc-out "$work/depth_mc.json" \
+  > "$work/depth_mc.txt"
 "$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds.txt"
 
 # Refused budgets: an lwcl::error on stderr and exit 2, nothing else.
@@ -200,6 +204,25 @@ assert 0.4 < dm["pruned"]["block_removed_fraction"] < 0.6, dm["pruned"]["block_r
 for name in ("pruned", "lwcl", "e2e_kd"):
     assert len(dm[name]["cumulative_error"]) == 2 and math.isfinite(dm[name]["val_ppl"]), (name, dm[name])
 assert dm["lwcl"]["val_ppl"] != dm["pruned"]["val_ppl"], dm["lwcl"]["val_ppl"]  # trained
+# --mc: every row scored on the task's first 6 items, the teacher's as eval_model scores it, and a
+# multiple-choice table in table.md; --save-dtype bf16: the students' weights as bf16, with the tokenizer.
+mc_ref = json.load(open(os.path.join(work, "depth_mc.json")))
+ref = mc_ref["tasks"][0] if "tasks" in mc_ref else mc_ref[0]
+for name, m in dm.items():
+    assert m["mc_items_n"] == 6, (name, m.get("mc_items_n"))
+    for k in ("acc", "acc_norm"):
+        assert 0 <= m["mc_items_" + k] <= 1 and m["mc_items_" + k] * 6 == round(m["mc_items_" + k] * 6), (name, k, m)
+        assert m["mc_items_" + k + "_stderr"] >= 0, (name, k)
+for k in ("acc", "acc_norm"):
+    assert dm["teacher"]["mc_items_" + k] == ref[k], (k, dm["teacher"]["mc_items_" + k], ref[k])
+dmd = open(os.path.join(work, "depth", "table.md")).read()
+assert "multiple choice: zero-shot" in dmd and "| teacher | items | 6 |" in dmd, dmd
+for name in ("lwcl", "e2e_kd"):
+    sdir = os.path.join(work, "depth", name, "student")
+    scfg = json.load(open(os.path.join(sdir, "config.json")))
+    assert scfg["torch_dtype"] == "bfloat16", (name, scfg["torch_dtype"])
+    for f in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        assert os.path.exists(os.path.join(sdir, f)), (name, f)
 # Three seeds: one run folder each, and the mean and sample standard deviation over them. Seed 0 is the
 # single run (the same calibration sample and data order: qs's perplexities to the bit); the seeds change
 # the calibration sample and the data order, not the teacher or the held-out sample.

@@ -119,6 +119,19 @@ TEST_CASE("multiple choice: whitespace ending a context moves into the continuat
   CHECK(a.context == tok.encode("the mill,"));
   auto whole = tok.encode("the mill,  and");
   CHECK(std::vector<std::int32_t>(whole.begin() + static_cast<std::ptrdiff_t>(a.context.size()), whole.end()) == a.continuation);
+  // Python's rstrip() removes Unicode whitespace too: no-break space, ideographic space, U+001F; not a
+  // letter that shares a lead byte with them (U+00E9, U+3001).
+  CHECK(eval::trailing_whitespace_start("mill,\xc2\xa0\xe3\x80\x80 \x1f") == 5);
+  CHECK(eval::trailing_whitespace_start("caf\xc3\xa9 ") == 5);
+  CHECK(eval::trailing_whitespace_start("a\xe3\x80\x81") == 4);
+  CHECK(eval::trailing_whitespace_start("\xe2\x80\x8a\xe2\x80\xa8") == 0);
+  CHECK(eval::trailing_whitespace_start("x\xe2\x80\x8b") == 4);  // U+200B (zero width) is not whitespace
+  CHECK(eval::trailing_whitespace_start("") == 0);
+  const auto c = eval::encode_pair(tok, "the mill,\xc2\xa0", " and");
+  CHECK(c.context == a.context);
+  const auto whole_c = tok.encode("the mill,\xc2\xa0 and");
+  CHECK(std::vector<std::int32_t>(whole_c.begin() + static_cast<std::ptrdiff_t>(c.context.size()), whole_c.end()) ==
+        c.continuation);
 }
 
 TEST_CASE("multiple choice: bad items and requests get clear errors") {

@@ -127,6 +127,18 @@ TEST_CASE("sampling keeps to the top-k and top-p sets with the right frequencies
   CHECK(p06.count(3) == 1);
   const auto p05 = freq({.temperature = 1, .top_p = 0.45, .seed = 3});  // 0.5 reaches 0.45: token 1 alone
   CHECK(p05.size() == 1);
+  // Top-k keeps ties with the k-th largest logit (Hugging Face's TopKLogitsWarper: scores below the k-th
+  // value are removed): logits 2, 1, 1, 0 at k = 2 keep three tokens, in proportions e^2 : e : e.
+  const std::vector<float> tied = {1.f, 2.f, 0.f, 1.f};
+  std::map<int, double> tk;
+  for (std::uint64_t d = 0; d < 4000; ++d) tk[model::sample_token(tied.data(), 4, {.temperature = 1, .top_k = 2, .seed = 4}, d)] += 1.0 / 4000;
+  CHECK(tk.size() == 3);
+  CHECK(tk.count(2) == 0);
+  const double e = std::exp(1.0);
+  CHECK(tk.at(1) == doctest::Approx(e / (e + 2)).epsilon(0.08));
+  CHECK(tk.at(0) == doctest::Approx(1 / (e + 2)).epsilon(0.15));
+  // A vocabulary limit: only the first 2 ids can be drawn (a tokenizer smaller than the padded model).
+  CHECK(model::sample_token(logits.data(), 1, model::sampling{}, 0) == 0);
   const auto hot = freq({.temperature = 100, .seed = 5});  // a high temperature flattens toward uniform
   CHECK(hot.at(2) == doctest::Approx(0.25).epsilon(0.2));
   CHECK_THROWS_WITH_AS(model::sample_token(logits.data(), 4, {.temperature = 1, .top_p = 0}, 0),

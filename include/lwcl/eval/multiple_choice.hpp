@@ -76,12 +76,37 @@ struct encoded_pair {
   std::vector<std::int32_t> context, continuation;
 };
 
+// Where the whitespace ending `s` (UTF-8) begins, by Python's str.isspace, which lm-eval's
+// context.rstrip() uses: ASCII space, \t \n \v \f \r, the separators U+001C..U+001F, U+0085, U+00A0,
+// U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and U+3000.
+inline std::size_t trailing_whitespace_start(const std::string& s) {
+  std::size_t end = s.size();
+  const auto at = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  for (;;) {
+    if (end >= 1 && (at(end - 1) == ' ' || (at(end - 1) >= 0x09 && at(end - 1) <= 0x0d) ||
+                     (at(end - 1) >= 0x1c && at(end - 1) <= 0x1f))) {
+      end -= 1;
+    } else if (end >= 2 && at(end - 2) == 0xc2 && (at(end - 1) == 0x85 || at(end - 1) == 0xa0)) {
+      end -= 2;
+    } else if (end >= 3) {
+      const unsigned a = at(end - 3), b = at(end - 2), c = at(end - 1);
+      const bool space = (a == 0xe1 && b == 0x9a && c == 0x80) ||                         // U+1680
+                         (a == 0xe2 && b == 0x80 && ((c >= 0x80 && c <= 0x8a) || c == 0xa8 || c == 0xa9 ||
+                                                      c == 0xaf)) ||                      // U+2000..200A, 2028, 2029, 202F
+                         (a == 0xe2 && b == 0x81 && c == 0x9f) ||                         // U+205F
+                         (a == 0xe3 && b == 0x80 && c == 0x80);                           // U+3000
+      if (!space) break;
+      end -= 3;
+    } else {
+      break;
+    }
+  }
+  return end;
+}
+
 template <class Tokenizer>
 encoded_pair encode_pair(const Tokenizer& tok, std::string context, std::string continuation) {
-  std::size_t end = context.size();
-  while (end > 0 && (context[end - 1] == ' ' || context[end - 1] == '\t' || context[end - 1] == '\n' ||
-                     context[end - 1] == '\r' || context[end - 1] == '\f' || context[end - 1] == '\v'))
-    --end;
+  const std::size_t end = trailing_whitespace_start(context);
   continuation = context.substr(end) + continuation;
   context.resize(end);
   encoded_pair p;

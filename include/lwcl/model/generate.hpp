@@ -24,12 +24,16 @@ struct sampling {
   index_t top_k = 0;       // 0: no limit
   double top_p = 1.0;      // in (0, 1]
   std::uint64_t seed = 0;
+  // > 0: only ids below it are ever chosen (a tokenizer smaller than the model's padded vocabulary);
+  // 0: every id of the model.
+  index_t vocab = 0;
 
   void validate() const {
     check(std::isfinite(temperature) && temperature >= 0, "sampling: temperature ", temperature,
           " must be finite and >= 0 (0 is greedy)");
     check(top_k >= 0, "sampling: top_k ", top_k, " must be >= 0 (0 keeps every token)");
     check(top_p > 0 && top_p <= 1, "sampling: top_p ", top_p, " must be in (0, 1]");
+    check(vocab >= 0, "sampling: vocab ", vocab, " must be >= 0 (0: the model's whole vocabulary)");
   }
 };
 
@@ -49,7 +53,10 @@ inline std::int32_t sample_token(const float* logits, index_t V, const sampling&
   std::iota(order.begin(), order.end(), 0);
   // Most probable first; equal logits keep the lower id first.
   std::stable_sort(order.begin(), order.end(), [&](index_t a, index_t b) { return logits[a] > logits[b]; });
-  const index_t keep_k = s.top_k > 0 ? std::min(s.top_k, V) : V;
+  // Top-k keeps every token whose logit equals the k-th largest too, as Hugging Face's warper does.
+  index_t keep_k = s.top_k > 0 ? std::min(s.top_k, V) : V;
+  while (keep_k < V && logits[order[static_cast<std::size_t>(keep_k)]] == logits[order[static_cast<std::size_t>(keep_k - 1)]])
+    ++keep_k;
   const double m = logits[order[0]] / s.temperature;
   std::vector<double> p(static_cast<std::size_t>(keep_k));
   double z = 0;
@@ -101,7 +108,8 @@ generation generate(const transformer<Backend>& net, const std::vector<std::int3
   using clock = std::chrono::steady_clock;
   kv_decoder<Backend> dec(net, n + max_new, n);
   auto& be = net.backend();
-  const index_t V = cfg.vocab;
+  check(s.vocab <= cfg.vocab, "generate: sampling.vocab ", s.vocab, " exceeds the model's vocabulary of ", cfg.vocab);
+  const index_t V = cfg.vocab, choose_from = s.vocab > 0 ? s.vocab : V;
   std::vector<float> row(static_cast<std::size_t>(V));
   std::vector<double> row64;
   auto last_row = [&](const tensor& logits, index_t rows) {
@@ -117,12 +125,12 @@ generation generate(const transformer<Backend>& net, const std::vector<std::int3
   generation g;
   auto t0 = clock::now();
   last_row(dec.step(prompt), n);
-  g.tokens.push_back(sample_token(row.data(), V, s, 0));
+  g.tokens.push_back(sample_token(row.data(), choose_from, s, 0));
   auto t1 = clock::now();
   g.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   for (index_t i = 1; i < max_new; ++i) {
     last_row(dec.step({g.tokens.back()}), 1);
-    g.tokens.push_back(sample_token(row.data(), V, s, static_cast<std::uint64_t>(i)));
+    g.tokens.push_back(sample_token(row.data(), choose_from, s, static_cast<std::uint64_t>(i)));
   }
   g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return g;

@@ -57,9 +57,11 @@
 #include "lwcl/distill/student_state.hpp"
 #include "lwcl/eval/cumulative_error.hpp"
 #include "lwcl/eval/held_out.hpp"
+#include "lwcl/eval/multiple_choice.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_map.hpp"
+#include "lwcl/model/tokenizer/folder.hpp"
 #include "lwcl/policies/bundle.hpp"
 #include "lwcl/policies/pruning/block_influence.hpp"
 #include "lwcl/policies/pruning/concept.hpp"
@@ -383,6 +385,21 @@ class comparison {
 
   // Perplexity and cumulative error of a recovered student.
   method_row judge(const std::string& name, const student_state& s);
+  // The --mc tasks' accuracies of every row as a Markdown table ("" without --mc).
+  std::string mc_table(const std::vector<method_row>& rows) const;
+  // Scores `net` on every --mc task into r.details.
+  void score_mc(model::transformer<Backend>& net, method_row& r) {
+    for (const auto& [task, items] : mc_) {
+      const auto m = eval::multiple_choice(net, *mc_tok_, items, task);
+      r.details["mc_" + task + "_acc"] = m.acc;
+      r.details["mc_" + task + "_acc_stderr"] = m.acc_stderr;
+      r.details["mc_" + task + "_acc_norm"] = m.acc_norm;
+      r.details["mc_" + task + "_acc_norm_stderr"] = m.acc_norm_stderr;
+      r.details["mc_" + task + "_n"] = m.n;
+      mc_protocol_ = "zero-shot, lm-eval multiple_choice (summed log-likelihood of ' ' + choice given the context; "
+                     "acc_norm divides by the choice's characters); +- the standard error";
+    }
+  }
 
   // <out>/<name>, emptied, after a line naming the run's policies and budget.
   std::filesystem::path prepare_run(const std::string& name, const std::map<std::string, std::string>& policies,
@@ -421,6 +438,10 @@ class comparison {
   eval::held_out_sample val_, test_;  // test_: with --test-split only
   std::vector<std::pair<std::string, eval::held_out_sample>> extra_;  // --eval-splits: (ppl_<split>, its sample)
   eval::held_out_sample curve_;       // with --curve-points only
+  // --mc: (task name, its items), scored with the data's tokenizer.
+  std::vector<std::pair<std::string, std::vector<eval::mc_item>>> mc_;
+  std::optional<tokenizer::byte_bpe> mc_tok_;
+  std::string mc_protocol_;
   std::vector<std::vector<std::int32_t>> err_batches_;
   std::string protocol_;
   student_state pruned_;
@@ -459,7 +480,7 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   const auto res = train_e2e_kd(*teacher, *student, stream_->loader, opt_.batch, opt_.seq, o, &m);
   const std::size_t resident = rss ? peak_resident_bytes() : 0;
   teacher.reset();
-  checkpoint::save_hf(*student, (dir / "student").string());
+  checkpoint::save_hf(*student, (dir / "student").string(), student_save_options(opt_));
   recovery r;
   r.student = student_state::of(*student);
   r.row = judge(name, r.student);
@@ -526,6 +547,17 @@ void comparison<Backend, Criterion>::start() {
     std::replace(key.begin(), key.end(), '.', '_');
     extra_.emplace_back(key, sample(split.c_str()));
   }
+  mc_.clear();
+  mc_tok_.reset();
+  for (const auto& path : opt_.mc) {
+    check(fs::exists(path), program_, ": --mc names '", path, "', which does not exist (python3 tools/make_mc_tasks.py "
+          "writes data/mc/<task>.<split>.jsonl)");
+    if (!mc_tok_) mc_tok_ = tokenizer::byte_bpe_of_folder(fs::path(opt_.data) / "tokenizer");
+    std::string name = fs::path(path).stem().string();
+    std::replace(name.begin(), name.end(), '.', '_');
+    std::replace(name.begin(), name.end(), '-', '_');
+    mc_.emplace_back(name, eval::read_mc_jsonl(path, opt_.mc_limit));
+  }
   if (opt_.curve_points > 0) {
     const auto ids = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), UINT64_MAX);
     curve_ = eval::make_held_out_sample(ids, eot, T, static_cast<std::size_t>(std::max<index_t>(1, opt_.curve_tokens / T)),
@@ -585,6 +617,7 @@ void comparison<Backend, Criterion>::start() {
   if (opt_.test_split) tr.details["test_ppl"] = eval::perplexity(*t, test_).perplexity();
   for (const auto& [key, smp] : extra_) tr.details[key] = eval::perplexity(*t, smp).perplexity();
   if (opt_.curve_points > 0) tr.details["curve_ppl"] = eval::perplexity(*t, curve_).perplexity();
+  score_mc(*t, tr);
   tr.wall_seconds = teacher_.seconds;
   tr.tokens = teacher_.tokens;
   rows_.push_back(tr);
@@ -597,6 +630,7 @@ void comparison<Backend, Criterion>::start() {
   if (opt_.test_split) pr.details["test_ppl"] = eval::perplexity(*p, test_).perplexity();
   for (const auto& [key, smp] : extra_) pr.details[key] = eval::perplexity(*p, smp).perplexity();
   pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
+  score_mc(*p, pr);
   pr.wall_seconds = prune_seconds;
   pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
   pr.details["criterion"] = criterion_name();
@@ -620,9 +654,25 @@ method_row comparison<Backend, Criterion>::judge(const std::string& name, const 
   r.val_ppl = eval::perplexity(*net, val_).perplexity();
   if (opt_.test_split) r.details["test_ppl"] = eval::perplexity(*net, test_).perplexity();
   for (const auto& [key, smp] : extra_) r.details[key] = eval::perplexity(*net, smp).perplexity();
+  score_mc(*net, r);
   auto teacher = checkpoint::load_hf(be_, teacher_.dir.string(), dtype::f32, model::frozen);
   r.cumulative_error = eval::cumulative_error(*teacher, *net, boundaries_, err_batches_, opt_.batch, opt_.seq);
   return r;
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
+std::string comparison<Backend, Criterion>::mc_table(const std::vector<method_row>& rows) const {
+  if (mc_.empty()) return "";
+  std::string md = "multiple choice: " + mc_protocol_ + "\n\n| method | task | n | acc | acc_norm |\n|---|---|---:|---:|---:|\n";
+  for (const auto& r : rows)
+    for (const auto& [task, items] : mc_) {
+      const std::string k = "mc_" + task;
+      if (!r.details.contains(k + "_acc")) continue;
+      const auto v = [&](const std::string& f) { return r.details.at(k + f).template get<double>(); };
+      md += report::format("| %s | %s | %zu | %.3f +- %.3f | %.3f +- %.3f |\n", r.name.c_str(), task.c_str(), items.size(),
+                           v("_acc"), v("_acc_stderr"), v("_acc_norm"), v("_acc_norm_stderr"));
+    }
+  return md;
 }
 
 template <class Backend, policies::pruning_criterion Criterion>
@@ -800,6 +850,8 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
       if (r.details.contains("test_ppl")) std::printf("  %-26s %10.3f\n", r.name.c_str(), r.details.at("test_ppl").template get<double>());
   }
   print_details(rows, columns_);
+  const std::string mc_md = mc_table(rows);
+  if (!mc_md.empty()) std::printf("\n%s", mc_md.c_str());
   for (const auto& n : notes_) std::printf("%s\n", n.c_str());
   const auto identical = identical_students();
   for (const auto& g : identical) {
@@ -831,6 +883,7 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
     for (const auto& r : rows)
       if (r.details.contains("test_ppl")) md += report::format("| %s | %.3f |\n", r.name.c_str(), r.details.at("test_ppl").template get<double>());
   }
+  md += mc_md.empty() ? "" : "\n" + mc_md;
   write_text_atomic(out / "table.md", md);
   std::string files = "config.json, report.json, table.md";
   if (!curves.empty()) {

@@ -14,6 +14,7 @@
 #include "lwcl/data/shards.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/distill/pipeline/options.hpp"
+#include "lwcl/model/checkpoint/save_options.hpp"
 
 namespace lwcl::distill::compare {
 
@@ -43,6 +44,13 @@ struct options {
   // predicted tokens over every validation document; 0 points: no curve.
   int curve_points = 0;
   int curve_tokens = 8192;
+  // Zero-shot multiple-choice tasks every method is scored on (eval/multiple_choice.hpp, lm-eval's
+  // protocol; jsonl files such as tools/make_mc_tasks.py writes), the first mc_limit items of each
+  // (0: all), reported as mc_<task>_acc and mc_<task>_acc_norm.
+  std::vector<std::string> mc;
+  int mc_limit = 0;
+  // The dtype of every student's weights as written (f32, bf16 or f16).
+  std::string save_dtype = "f32";
 };
 
 // The seed of a loader for run seed `s`: `base` for seed 0 (what a single run draws), another stream
@@ -87,7 +95,22 @@ inline void add_options(CLI::App& app, options& o, const std::string& budget_hel
       ->check(CLI::NonNegativeNumber);
   app.add_option("--curve-tokens", o.curve_tokens, "predicted tokens of the curves' held-out sample (windows of --seq "
                  "over every validation document)")->check(CLI::PositiveNumber);
+  app.add_option("--mc", o.mc, "zero-shot multiple-choice task files every method is scored on (jsonl: context, choices, "
+                 "gold; tools/make_mc_tasks.py writes data/mc/*.jsonl), comma-separated: acc and acc_norm by lm-eval's "
+                 "protocol")->delimiter(',');
+  app.add_option("--mc-limit", o.mc_limit, "score only the first N items of each --mc task (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--save-dtype", o.save_dtype, "weights of every student written: f32, bf16 or f16 (rounded to nearest "
+                 "even; training is in f32 either way)")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--out", o.out, "run directory");
+}
+
+// How every student is written: --save-dtype, with the teacher's tokenizer (its model/ folder for a
+// teacher run directory, else the teacher folder itself).
+inline checkpoint::hf_save_options student_save_options(const options& o) {
+  namespace fs = std::filesystem;
+  const fs::path t(o.teacher);
+  return {checkpoint::parse_save_dtype(o.save_dtype), fs::exists(t / "model" / "config.json") ? (t / "model").string() : t.string()};
 }
 
 // A --budget option: a plain number is seconds, otherwise steps:N, tokens:N or seconds:N.
@@ -104,6 +127,7 @@ inline pipeline_options recovery_options(const options& o, budget total) {
   po.lr = o.lr;
   po.min_lr = o.lr / 10;
   po.feature_batches = o.feature_batches;
+  po.student_as = student_save_options(o);
   return po;
 }
 
