@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   const bool quick = pr::quick_requested(argc, argv);
   experiments::comparison cmp("pruning_methods", "paper_repro pruning_methods: every pruning criterion x {no recovery, "
                               "end-to-end KD, LWCL} at 20%, 35% and 50% of the parameters, under equal training time",
-                              quick ? "steps:8" : "20", "budget of each recovery: seconds (a plain number), steps:N or tokens:N");
+                              quick ? "steps:8" : "15", "budget of each recovery: seconds (a plain number), steps:N or tokens:N");
   auto& d = cmp.defaults();
   d.lr = 4e-3;
   d.test_split = true;

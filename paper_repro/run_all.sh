@@ -7,8 +7,8 @@
 # the deep gpt2, llama and qwen2 on both corpora and a deep llama on the Bible alone; --quick trains tiny
 # ones in the run directory). Then the tables run in two queues, one per processor, each program
 # single-threaded on its own processor (OMP_NUM_THREADS=1, taskset), as the evidence page's runs did:
-#   processor 0: efficiency_gpt2, ablation, pruning_methods on the llama teacher
-#   processor 1: efficiency_bert, pruning_methods on the qwen2 teacher and on the Bible-only llama
+#   processor 0: efficiency_gpt2, pruning_methods on the llama teacher and on the Bible-only llama
+#   processor 1: efficiency_bert, ablation, pruning_methods on the qwen2 teacher
 # Every minute it prints each queue's program and that program's last progress line; each program's
 # output is in <out>/<program>.log and its tables in <out>/<program>/table.md (paper_repro/README.md).
 set -euo pipefail
@@ -58,6 +58,27 @@ train() {  # train <processor> <name> <family> <data>
       { echo "run_all: teacher $name failed, see $out/teacher_$name.log" >&2; return 1; }
   fi
 }
+# watch <marker prefix> <pattern> <pid> <pid>: until both processes end, every minute prints each
+# queue's current job (named in <out>/<prefix><processor>) and the last line of its log that matches
+# <pattern> (carriage-return progress lines split), then waits for both; fails when either failed.
+watch() {
+  local prefix=$1 pattern=$2 p0=$3 p1=$4 k name last rc=0
+  while kill -0 "$p0" 2>/dev/null || kill -0 "$p1" 2>/dev/null; do
+    sleep 60 &
+    wait $! || true
+    for k in 0 1; do
+      [ -f "$out/$prefix$k" ] || continue
+      name=$(cat "$out/$prefix$k")
+      [ "$name" = done ] && continue
+      last=$(tr '\r' '\n' < "$out/$name.log" 2>/dev/null | grep -a -- "$pattern" | tail -1 | sed 's/^######## //')
+      say "processor $k: $name: ${last:-starting}"
+    done
+  done
+  wait "$p0" || rc=1
+  [ "$p1" = "$p0" ] || wait "$p1" || rc=1
+  rm -f "$out/${prefix}0" "$out/${prefix}1"
+  return $rc
+}
 tqueue() {  # tqueue <processor> <teacher index>...
   local cpu=$1 i
   shift
@@ -77,22 +98,7 @@ else
     say "training the teachers in two queues (about 35 minutes each, single-threaded)"
     tqueue 0 0 1 & tp0=$!
     tqueue 1 2 3 & tp1=$!
-    while kill -0 "$tp0" 2>/dev/null || kill -0 "$tp1" 2>/dev/null; do
-      sleep 60 &
-      wait $! || true
-      for k in 0 1; do
-        [ -f "$out/.tqueue$k" ] || continue
-        name=$(cat "$out/.tqueue$k")
-        [ "$name" = done ] && continue
-        last=$(tr '\r' '\n' < "$out/$name.log" 2>/dev/null | grep -a . | tail -1)
-        say "processor $k: $name: ${last:-starting}"
-      done
-    done
-    trc=0
-    wait "$tp0" || trc=1
-    wait "$tp1" || trc=1
-    rm -f "$out/.tqueue0" "$out/.tqueue1"
-    [ $trc = 0 ] || { echo "run_all: a teacher failed (see the logs in $out)" >&2; exit 1; }
+    watch .tqueue . "$tp0" "$tp1" || { echo "run_all: a teacher failed (see the logs in $out)" >&2; exit 1; }
   fi
 fi
 
@@ -106,21 +112,28 @@ run() {  # run <processor> <name> <program> <args...>
   OMP_NUM_THREADS=1 taskset -c "$cpu" "$p/$prog" "${q[@]}" "$@" --out "$out/$name" >> "$out/$name.log" 2>&1 ||
     { echo "run_all: $name failed, see $out/$name.log" >&2; return 1; }
 }
+# Single-threaded times of the last full runs (paper_repro/README.md): efficiency_gpt2 37 min,
+# efficiency_bert 54, ablation 25, pruning_methods about 35 a teacher (30 runs of two 15-second recoveries
+# with the evaluations).
 queue0() {
-  run 0 efficiency_gpt2 efficiency_gpt2 --teacher "$(tdir deep_gpt2)"
-  run 0 ablation ablation --teacher "$(tdir deep_gpt2)"
-  run 0 pruning_methods_llama pruning_methods --teachers "$(tdir deep_llama)" --eval-splits test.kjv,test.austen
+  run 0 efficiency_gpt2 efficiency_gpt2 --teacher "$(tdir deep_gpt2)" &&
+  run 0 pruning_methods_llama pruning_methods --teachers "$(tdir deep_llama)" --eval-splits test.kjv,test.austen &&
+  run 0 pruning_methods_llama_kjv pruning_methods --teachers "$(tdir deep_llama_kjv)@data/prepared_kjv" \
+    --eval-splits test.kjv,test.austen
+  local rc=$?
   echo done > "$out/.queue0"
+  return $rc
 }
 queue1() {
-  run 1 efficiency_bert efficiency_bert --corpus data/corpus
+  run 1 efficiency_bert efficiency_bert --corpus data/corpus &&
+  run 1 ablation ablation --teacher "$(tdir deep_gpt2)" &&
   run 1 pruning_methods_qwen2 pruning_methods --teachers "$(tdir deep_qwen2)" --eval-splits test.kjv,test.austen
-  run 1 pruning_methods_llama_kjv pruning_methods --teachers "$(tdir deep_llama_kjv)@data/prepared_kjv" \
-    --eval-splits test.kjv,test.austen
+  local rc=$?
   echo done > "$out/.queue1"
+  return $rc
 }
 cpus=$(nproc)
-say "running the tables ($([ $quick = 1 ] && echo quick || echo "full: about 85 minutes on 2 processors"))"
+say "running the tables ($([ $quick = 1 ] && echo quick || echo "full: about 110 minutes on 2 processors"))"
 tables_start=$SECONDS
 if [ "$cpus" -ge 2 ]; then
   queue0 & pid0=$!
@@ -129,22 +142,7 @@ else
   (queue0 && queue1) & pid0=$!
   pid1=$pid0
 fi
-while kill -0 "$pid0" 2>/dev/null || kill -0 "$pid1" 2>/dev/null; do
-  sleep 60 &
-  wait $! || true
-  for k in 0 1; do
-    [ -f "$out/.queue$k" ] || continue
-    name=$(cat "$out/.queue$k")
-    [ "$name" = done ] && continue
-    last=$(grep -a '########' "$out/$name.log" 2>/dev/null | tail -1 | sed 's/^######## //')
-    say "processor $k: $name: ${last:-starting}"
-  done
-done
-rc=0
-wait "$pid0" || rc=1
-[ "$pid1" = "$pid0" ] || wait "$pid1" || rc=1
-rm -f "$out/.queue0" "$out/.queue1"
-[ $rc = 0 ] || { echo "run_all: a table failed (see the logs in $out)" >&2; exit 1; }
+watch .queue '########' "$pid0" "$pid1" || { echo "run_all: a table failed (see the logs in $out)" >&2; exit 1; }
 say "the tables took $(( (SECONDS - tables_start) / 60 )) min; every table: $out/*/table.md"
 for f in "$out"/*/table.md; do
   echo

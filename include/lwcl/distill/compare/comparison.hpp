@@ -441,6 +441,8 @@ class comparison {
   // --mc: (task name, its items), scored with the data's tokenizer.
   std::vector<std::pair<std::string, std::vector<eval::mc_item>>> mc_;
   std::optional<tokenizer::byte_bpe> mc_tok_;
+  // The teacher's row of the last start(), with what it was scored on and the validation protocol.
+  std::optional<std::tuple<std::string, method_row, std::string>> teacher_row_;
   std::string mc_protocol_;
   std::vector<std::vector<std::int32_t>> err_batches_;
   std::string protocol_;
@@ -609,18 +611,29 @@ void comparison<Backend, Criterion>::start() {
               "%.1f s\n", criterion_name().c_str(), 100 * opt_.ratio, pruner_ ? "" : " of heads and FFN channels",
               static_cast<long long>(teacher_parameters_),
               static_cast<long long>(p->num_parameters()), 100 * removed_all, 100 * (1 - block1 / block0), prune_seconds);
-  const auto pt = eval::perplexity(*t, val_);
-  protocol_ = pt.protocol();
-  method_row tr;
-  tr.name = "teacher";
-  tr.val_ppl = pt.perplexity();
-  if (opt_.test_split) tr.details["test_ppl"] = eval::perplexity(*t, test_).perplexity();
-  for (const auto& [key, smp] : extra_) tr.details[key] = eval::perplexity(*t, smp).perplexity();
-  if (opt_.curve_points > 0) tr.details["curve_ppl"] = eval::perplexity(*t, curve_).perplexity();
-  score_mc(*t, tr);
-  tr.wall_seconds = teacher_.seconds;
-  tr.tokens = teacher_.tokens;
-  rows_.push_back(tr);
+  // The teacher's row depends on the teacher and the held-out samples alone, not on the seed or the
+  // student: a program that runs the comparison many times (seeds, a sweep of settings) scores it once.
+  std::string teacher_key = teacher_.dir.string() + "|" + opt_.data + "|" + std::to_string(T) + "|" +
+                            std::to_string(opt_.eval_tokens) + "|" + std::to_string(opt_.test_split) + "|" +
+                            std::to_string(opt_.curve_points) + "|" + std::to_string(opt_.curve_tokens) + "|" +
+                            std::to_string(opt_.mc_limit);
+  for (const auto& s : opt_.eval_splits) teacher_key += "|split " + s;
+  for (const auto& m : opt_.mc) teacher_key += "|mc " + m;
+  if (!teacher_row_ || std::get<0>(*teacher_row_) != teacher_key) {
+    const auto pt = eval::perplexity(*t, val_);
+    method_row tr;
+    tr.name = "teacher";
+    tr.val_ppl = pt.perplexity();
+    if (opt_.test_split) tr.details["test_ppl"] = eval::perplexity(*t, test_).perplexity();
+    for (const auto& [key, smp] : extra_) tr.details[key] = eval::perplexity(*t, smp).perplexity();
+    if (opt_.curve_points > 0) tr.details["curve_ppl"] = eval::perplexity(*t, curve_).perplexity();
+    score_mc(*t, tr);
+    tr.wall_seconds = teacher_.seconds;
+    tr.tokens = teacher_.tokens;
+    teacher_row_.emplace(teacher_key, tr, pt.protocol());
+  }
+  protocol_ = std::get<2>(*teacher_row_);
+  rows_.push_back(std::get<1>(*teacher_row_));
   pruned_ = student_state::of(*p);
   boundaries_ = !kept.empty() ? model::boundaries_of_kept_layers(kept, t->config().n_layers())
                               : model::identity_boundaries(p->config().n_layers());
@@ -789,14 +802,15 @@ void comparison<Backend, Criterion>::write_plot(const comparison_detail::plot_re
   for (std::size_t i = 0; i < groups.size(); ++i) {
     auto s = lines.at(groups[i]);
     s.color = report::palette[i % report::palette.size()];
-    for (std::size_t k = 0; k < s.x.size(); ++k) chart.lines.push_back({"", {s.x[k]}, {s.y[k]}, s.color});  // dots
+    for (std::size_t k = 0; k < s.x.size(); ++k) chart.lines.push_back({.label = "", .x = {s.x[k]}, .y = {s.y[k]}, .color = s.color, .lo = {}, .hi = {}});  // dots
     chart.lines.push_back(s);
   }
   for (std::size_t i = 0; i < 2 && i < rows_.size(); ++i) {  // teacher, pruned
     const nlohmann::ordered_json j = rows_[i].to_json();
     if (j.contains(p.y_key) && j.at(p.y_key).is_number())
-      chart.lines.push_back({rows_[i].name, {0, x_hi}, {j.at(p.y_key).get<double>(), j.at(p.y_key).get<double>()},
-                             report::palette[i == 0 ? 2 : 6]});
+      chart.lines.push_back({.label = rows_[i].name, .x = {0, x_hi},
+                             .y = {j.at(p.y_key).get<double>(), j.at(p.y_key).get<double>()},
+                             .color = report::palette[i == 0 ? 2 : 6], .lo = {}, .hi = {}});
   }
   report::write_png(chart, std::filesystem::path(opt_.out) / p.file);
 }
@@ -828,7 +842,7 @@ bool comparison<Backend, Criterion>::write_curves(const std::vector<method_row>&
     if (chart.lines.empty()) return false;
     if (!rows.empty() && rows.front().details.contains("curve_ppl")) {
       const double y = rows.front().details.at("curve_ppl").template get<double>();
-      chart.lines.push_back({"teacher", {0, x_hi}, {y, y}, report::palette[2]});
+      chart.lines.push_back({.label = "teacher", .x = {0, x_hi}, .y = {y, y}, .color = report::palette[2], .lo = {}, .hi = {}});
     }
     report::write_png(chart, std::filesystem::path(opt_.out) / file);
     any = true;
