@@ -22,6 +22,7 @@
 #include "lwcl/model/tokenizer/folder.hpp"
 
 #include "host_instances.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 
@@ -122,5 +123,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

@@ -23,6 +23,7 @@
 #include "lwcl/model/tokenizer/wordpiece.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "lwcl/core/program.hpp"
 
 namespace lwcl::experiments::minilm_detail {
 
@@ -438,6 +439,8 @@ int minilm_main(int argc, char** argv) {
   } catch (const nlohmann::json::exception& e) {
     std::fprintf(stderr, "error: minilm_compress: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return report_failure(e);
   }
 }
 

@@ -21,6 +21,7 @@
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/shards.hpp"
 #include "lwcl/model/tokenizer/bpe_trainer.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 
@@ -104,5 +105,7 @@ int main(int argc, char** argv) {
   } catch (const nlohmann::json::exception& e) {
     std::fprintf(stderr, "error: prepare_data: the corpus manifest lacks a field: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

@@ -32,6 +32,7 @@
 #include "lwcl/prune/surgery.hpp"
 
 #include "host_instances.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 namespace pp = lwcl::policies::pruning;
@@ -214,5 +215,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

@@ -29,6 +29,7 @@
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/policies/curriculum/two_stage.hpp"
 #include "lwcl/policies/pruning/magnitude.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 namespace fs = std::filesystem;
@@ -158,5 +159,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

@@ -12,6 +12,7 @@
 #include "lwcl/train/lm_training.hpp"
 #ifdef __CUDACC__
 #include "lwcl/backend/cuda/cuda.cuh"
+#include "lwcl/core/program.hpp"
 #endif
 
 using namespace lwcl;
@@ -109,5 +110,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

@@ -36,6 +36,7 @@
 #include "lwcl/policies/segmentation/memory_budget.hpp"
 #include "lwcl/policies/segmentation/uniform.hpp"
 #include "repro.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 namespace cur = lwcl::policies::curriculum;
@@ -221,5 +222,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

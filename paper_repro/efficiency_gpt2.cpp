@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "efficiency.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 namespace pr = lwcl::paper_repro;
@@ -49,5 +50,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

@@ -20,6 +20,7 @@
 #include "efficiency.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/policies/pruning/by_name.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 namespace pr = lwcl::paper_repro;
@@ -161,5 +162,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

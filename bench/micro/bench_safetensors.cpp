@@ -22,6 +22,7 @@
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 
@@ -161,6 +162,8 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
   benchmark::AddCustomContext("checkpoint", "gpt2 C=768 L=4 V=16384, f32, " + std::to_string(ckpt().bytes) + " bytes");
   benchmark::AddCustomContext("page cache", "file read once before timing: every variant reads from memory");

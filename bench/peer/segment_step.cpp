@@ -15,6 +15,7 @@
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/distill_loss.hpp"
 #include "lwcl/optim/adamw.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 
@@ -119,5 +120,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

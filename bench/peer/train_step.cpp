@@ -17,6 +17,7 @@
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/optim/adamw.hpp"
 #include "lwcl/optim/clip.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 
@@ -115,5 +116,7 @@ int main(int argc, char** argv) {
   } catch (const lwcl::error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
   }
 }

@@ -2,11 +2,13 @@
 // its condition is false (and then with that message).
 #include <doctest/doctest.h>
 
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/program.hpp"
 
 using namespace lwcl;
 
@@ -29,4 +31,10 @@ TEST_CASE("check throws exactly when its condition is false") {
   auto cond = [&] { return ++evaluated > 0; };
   CHECK_NOTHROW(check(cond(), "message"));
   CHECK(evaluated == 1);
+}
+
+TEST_CASE("report_failure: what is not an lwcl::error ends a program with code 2 and one line, not an abort") {
+  CHECK(lwcl::report_failure(std::bad_alloc()) == 2);
+  CHECK(lwcl::report_failure(std::length_error("vector::reserve")) == 2);
+  CHECK(noexcept(lwcl::report_failure(std::bad_alloc())));
 }

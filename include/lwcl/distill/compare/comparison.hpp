@@ -46,6 +46,7 @@
 #include "lwcl/core/memory.hpp"
 #include "lwcl/core/metrics.hpp"
 #include "lwcl/core/process_memory.hpp"
+#include "lwcl/core/program.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/shards.hpp"
 #include "lwcl/distill/compare/options.hpp"
@@ -249,6 +250,8 @@ class comparison {
     } catch (const lwcl::error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 2;
+    } catch (const std::exception& e) {
+      return report_failure(e);
     }
   }
 
