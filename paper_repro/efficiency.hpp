@@ -65,8 +65,16 @@ inline void efficiency_methods(experiments::comparison& cmp, const efficiency_kn
 }
 
 // The columns of an efficiency table.
-inline std::vector<column> efficiency_columns() {
-  return {{"test_ppl", "test ppl", unit::ppl},
+// The --mc tasks' names, in the order given (their accuracy is mc_<name>_acc in every method's row).
+inline std::vector<std::string> mc_tasks(const distill::compare::options& o) {
+  std::vector<std::string> names;
+  for (const auto& path : o.mc) names.push_back(distill::compare::mc_task_name(path));
+  return names;
+}
+
+// The table's columns; each --mc task's accuracy after the perplexities.
+inline std::vector<column> efficiency_columns(const distill::compare::options& o) {
+  std::vector<column> c = {{"test_ppl", "test ppl", unit::ppl},
           {"val_ppl", "val ppl", unit::ppl},
           {"peak_compute_bytes", "peak training MiB", unit::mib},
           {"run_peak_compute_bytes", "run peak MiB", unit::mib},
@@ -79,6 +87,10 @@ inline std::vector<column> efficiency_columns() {
           {"flops_to_target_ratio", "FLOPs x e2e to target", unit::ratio},
           {"reached_target", "reached", unit::reached},
           {"equal_budget_ppl_ratio", "ppl / e2e at equal budget", unit::ratio}};
+  const auto tasks = mc_tasks(o);
+  for (std::size_t i = 0; i < tasks.size(); ++i)
+    c.insert(c.begin() + 2 + static_cast<std::ptrdiff_t>(i), {"mc_" + tasks[i] + "_acc", "acc " + tasks[i], unit::ratio});
+  return c;
 }
 
 // A method's figures for the table: the seeds' summary, with the costs to the target taken over the
@@ -116,7 +128,7 @@ inline void efficiency_report(const std::string& base, const std::string& headin
     sources.push_back((dir / "report.json").string());
     table t;
     t.label_headers = {"method"};
-    t.columns = efficiency_columns();
+    t.columns = efficiency_columns(o);
     std::string shape;
     if (const auto* p = method_of(rep, "pruned")) {
       const auto layers = figure(*p, "layers"), removed = figure(*p, "removed_fraction");
@@ -129,8 +141,8 @@ inline void efficiency_report(const std::string& base, const std::string& headin
     for (const char* name : {"teacher", "pruned"})
       if (const auto* m = method_of(rep, name)) {
         json q = {{"name", name}};  // quality only: their seconds are the teacher's training and the pruning
-        for (const char* k : {"test_ppl", "val_ppl"})
-          if (m->contains(k)) q[k] = m->at(k);
+        for (const auto& [k, v] : m->items())
+          if (k == "test_ppl" || k == "val_ppl" || k.starts_with("mc_")) q[k] = v;
         t.add({name == std::string("pruned") ? "pruned (no recovery)" : name}, q);
       }
     for (const auto& name : trained)

@@ -10,7 +10,8 @@
 // tracker. Writes <out>/<teacher>/<criterion>_<fraction>/ (one comparison run directory each) and in
 // <out>/ table.md, table.csv and tables.json.
 //   pruning_methods [--quick] [--teachers DIR[@DATA],...] [--criteria a,b,...] [--fractions 0.2,0.35,0.5]
-//                   [--eval-splits test.kjv,test.austen]
+//                   [--eval-splits test.kjv,test.austen] [--mc TASK.jsonl,... --mc-limit N]
+// With --mc, a second table per teacher holds every student's zero-shot multiple-choice accuracy.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -102,6 +103,16 @@ int main(int argc, char** argv) {
       t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
       t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
       t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
+      // With --mc: a second table, each task's accuracy (lm-eval's acc) of the same students.
+      const auto tasks = pr::mc_tasks(cmp.opt());
+      pr::table mc;
+      mc.label_headers = t.label_headers;
+      for (const auto& task : tasks)
+        for (const auto& [prefix, method] : {std::pair{"pruned_", "no recovery"}, std::pair{"e2e_", "e2e KD"},
+                                             std::pair{"lwcl_", "LWCL"}})
+          mc.columns.push_back({prefix + ("mc_" + task + "_acc"), std::string(method) + " acc " + task, pr::unit::ratio});
+      std::string teacher_acc;
+      int mc_items = 0;
       const std::string teacher_name = fs::path(teacher).filename().string();
       for (const double fraction : fraction_list)
         for (const auto& criterion : criterion_list) {
@@ -140,14 +151,27 @@ int main(int argc, char** argv) {
           copy("pruned", "removed_fraction", "removed_fraction");
           std::vector<std::string> keys = {"val_ppl", "peak_compute_bytes", "run_peak_total_bytes"};
           for (const auto& [key, split] : samples) keys.push_back(key);
+          for (const auto& task : tasks) keys.push_back("mc_" + task + "_acc");
           for (const auto& key : keys) {
             copy("pruned", key.c_str(), "pruned_" + key);
             copy("e2e_kd", key.c_str(), "e2e_" + key);
             copy("lwcl", key.c_str(), "lwcl_" + key);
           }
           t.add({report::format("%.0f%%", 100 * fraction), criterion}, row);
+          if (tasks.empty()) continue;
+          mc.add({report::format("%.0f%%", 100 * fraction), criterion}, row);
+          if (const auto* m = pr::method_of(rep, "teacher"); m && teacher_acc.empty())
+            for (const auto& task : tasks)
+              if (const auto a = pr::figure(*m, "mc_" + task + "_acc"))
+                teacher_acc += report::format("%s%s %.3f", teacher_acc.empty() ? "" : ", ", task.c_str(), a->mean);
+          if (const auto* m = pr::method_of(rep, "lwcl"))
+            if (const auto n = pr::figure(*m, "mc_" + tasks.front() + "_n")) mc_items = static_cast<int>(n->mean);
         }
+      mc.title = t.title.substr(0, t.title.find(':')) +
+                 report::format(": zero-shot multiple-choice accuracy (lm-eval's acc, %d items a task; teacher: %s)",
+                                mc_items, teacher_acc.c_str());
       tables.push_back(std::move(t));
+      if (!tasks.empty()) tables.push_back(std::move(mc));
     }
     cmp.defaults().data = data;
     notes.push_back(report::format("(budget %s for each recovery; %d seed%s; criteria with their published allocation, "

@@ -36,6 +36,10 @@ if [ ! -f data/prepared_kjv/test.austen.bin ]; then
   say "tokenising the corpora into data/prepared_kjv (training split: the King James Bible alone)"
   $x/experiments/prepare_data --corpus data/corpus --out data/prepared_kjv --vocab 1024 --train-corpus kjv
 fi
+if [ ! -f data/mc/austen_next_sentence.test.jsonl ]; then
+  say "writing the multiple-choice tasks into data/mc"
+  python3 tools/make_mc_tasks.py --corpus data/corpus --out data/mc
+fi
 
 # The teachers: <name> <family> <data>. Full mode trains them in two queues, one per processor, each
 # single-threaded (the deep teachers' shapes gain little from a second thread), and prints each
@@ -103,6 +107,8 @@ else
 fi
 
 q=(); [ $quick = 1 ] && q=(--quick)
+# Zero-shot multiple choice on the test split's tasks (lm-eval's protocol), beside perplexity.
+mc=(--mc data/mc/kjv_next_verse.test.jsonl,data/mc/austen_next_sentence.test.jsonl --mc-limit "$([ $quick = 1 ] && echo 10 || echo 100)")
 p=$x/paper_repro
 run() {  # run <processor> <name> <program> <args...>
   local cpu=$1 name=$2 prog=$3
@@ -116,10 +122,11 @@ run() {  # run <processor> <name> <program> <args...>
 # efficiency_bert 54, ablation 25, pruning_methods about 35 a teacher (30 runs of two 15-second recoveries
 # with the evaluations).
 queue0() {
-  run 0 efficiency_gpt2 efficiency_gpt2 --teacher "$(tdir deep_gpt2)" &&
-  run 0 pruning_methods_llama pruning_methods --teachers "$(tdir deep_llama)" --eval-splits test.kjv,test.austen &&
+  run 0 efficiency_gpt2 efficiency_gpt2 --teacher "$(tdir deep_gpt2)" "${mc[@]}" &&
+  run 0 pruning_methods_llama pruning_methods --teachers "$(tdir deep_llama)" --eval-splits test.kjv,test.austen \
+    "${mc[@]}" &&
   run 0 pruning_methods_llama_kjv pruning_methods --teachers "$(tdir deep_llama_kjv)@data/prepared_kjv" \
-    --eval-splits test.kjv,test.austen
+    --eval-splits test.kjv,test.austen "${mc[@]}"
   local rc=$?
   echo done > "$out/.queue0"
   return $rc
@@ -127,7 +134,8 @@ queue0() {
 queue1() {
   run 1 efficiency_bert efficiency_bert --corpus data/corpus &&
   run 1 ablation ablation --teacher "$(tdir deep_gpt2)" &&
-  run 1 pruning_methods_qwen2 pruning_methods --teachers "$(tdir deep_qwen2)" --eval-splits test.kjv,test.austen
+  run 1 pruning_methods_qwen2 pruning_methods --teachers "$(tdir deep_qwen2)" --eval-splits test.kjv,test.austen \
+    "${mc[@]}"
   local rc=$?
   echo done > "$out/.queue1"
   return $rc

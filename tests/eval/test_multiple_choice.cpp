@@ -82,6 +82,27 @@ TEST_CASE("multiple choice equals transformers' scores with lm-eval's protocol")
   }
   CHECK(cut);
   CHECK(differ);
+  // The cached scorer (context once, then each choice) against one full forward per choice, on items
+  // whose choices share their context and on items cut to the window.
+  eval::choice_scorer<backend::cpu> scorer(*net);
+  bool shared = false;
+  double worst_cached = 0;
+  for (const auto& it : items) {
+    std::vector<eval::encoded_pair> pairs;
+    for (const auto& c : it.choices) pairs.push_back(eval::encode_pair(tok, it.context, " " + c));
+    const auto got = scorer.score(pairs);
+    REQUIRE(got.size() == pairs.size());
+    bool fits = true;
+    for (std::size_t c = 0; c < pairs.size(); ++c) {
+      const double w = eval::continuation_loglikelihood(*net, pairs[c]);
+      worst_cached = std::max(worst_cached, std::abs(got[c] - w) / std::abs(w));
+      fits = fits && static_cast<index_t>(pairs[c].context.size() + pairs[c].continuation.size()) <= net->config().max_seq + 1;
+    }
+    shared = shared || fits;
+  }
+  MESSAGE("cached scoring against a full forward per choice: largest relative difference ", worst_cached);
+  CHECK(shared);
+  CHECK(worst_cached < 1e-5);
 }
 
 TEST_CASE("multiple choice scoring: ties, length normalisation, standard error") {
@@ -162,4 +183,12 @@ TEST_CASE("multiple choice: bad items and requests get clear errors") {
   const std::string long_choice(200, 'q');
   CHECK_THROWS_WITH_AS(eval::continuation_loglikelihood(*net, eval::encode_pair(tok, "a", " " + long_choice)),
                        doctest::Contains("longer than the model's window of 48"), lwcl::error);
+  eval::choice_scorer<backend::cpu> scorer(*net);
+  CHECK_THROWS_WITH_AS(scorer.score({eval::encode_pair(tok, "", " x")}), doctest::Contains("empty context"), lwcl::error);
+  CHECK_THROWS_WITH_AS(scorer.score({eval::encode_pair(tok, "a", " b"), eval::encode_pair(tok, "a", "")}),
+                       doctest::Contains("encodes to no token"), lwcl::error);
+  CHECK_THROWS_WITH_AS(scorer.score({eval::encode_pair(tok, "a", " " + long_choice)}),
+                       doctest::Contains("longer than the model's window of 48"), lwcl::error);
+  model::transformer<backend::cpu> half_net(be, net->config(), dtype::bf16);
+  CHECK_THROWS_WITH_AS(eval::choice_scorer<backend::cpu>{half_net}, doctest::Contains("runs f32 or f64 models"), lwcl::error);
 }

@@ -12,20 +12,11 @@ import sys
 
 import torch
 
-failures, passed = [], 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import Tally, rel_err  # noqa: E402
 
-
-def expect(cond, what):
-    global passed
-    if cond:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAILED:", what, flush=True)
-
-
-def rel(a, b):
-    return float((a - b).norm() / b.norm())
+tally = Tally()
+expect = tally.expect
 
 
 def main(root):
@@ -49,14 +40,14 @@ def main(root):
             model = AutoModel.from_pretrained(folder, trust_remote_code=lwcl_form, torch_dtype=torch.float32).eval()
             with torch.no_grad():
                 got = model(ids).last_hidden_state.double().flatten()
-            err = rel(got, torch.tensor(want["hidden"], dtype=torch.float64))
+            err = rel_err(got, torch.tensor(want["hidden"], dtype=torch.float64))
             print("  last hidden state relative error %.3g" % err)
             expect(err < 1e-5, "%s: last hidden state relative error %.3g" % (name, err))
             continue
         model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=lwcl_form, torch_dtype=torch.float32).eval()
         with torch.no_grad():
             got = model(ids).logits.double().flatten()
-        err = rel(got, torch.tensor(want["logits"], dtype=torch.float64))
+        err = rel_err(got, torch.tensor(want["logits"], dtype=torch.float64))
         print("  logits relative error %.3g (%s weights)" % (err, want["weights"]))
         expect(err < 1e-5, "%s: logits relative error %.3g" % (name, err))
         cls = type(model).__name__
@@ -68,7 +59,7 @@ def main(root):
             again = AutoModelForCausalLM.from_pretrained(again_dir, trust_remote_code=True,
                                                          torch_dtype=torch.float32).eval()
             with torch.no_grad():
-                err2 = rel(again(ids).logits.double().flatten(), got)
+                err2 = rel_err(again(ids).logits.double().flatten(), got)
             expect(err2 < 1e-6, "%s: logits after save_pretrained and reload differ by %.3g" % (name, err2))
         tok = AutoTokenizer.from_pretrained(folder)
         hf_ids = tok(want["sentence"], add_special_tokens=False)["input_ids"]
@@ -80,8 +71,7 @@ def main(root):
                                  synced_gpus=False)
         gen = out[0, 6:].tolist()
         expect(gen == want["generated"], "%s: transformers generated %s, lwcl %s" % (name, gen, want["generated"]))
-    print("%d passed, %d failed" % (passed, len(failures)))
-    return 1 if failures else 0
+    return tally.finish()
 
 
 if __name__ == "__main__":

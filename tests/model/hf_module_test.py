@@ -19,6 +19,12 @@ import tempfile
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import Tally, rel_err  # noqa: E402
+
+tally = Tally()
+expect = tally.expect
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = os.path.join(HERE, "..", "..", "tools", "hf", "lwcl_modeling.py")
 
@@ -26,21 +32,7 @@ MODULE = os.path.join(HERE, "..", "..", "tools", "hf", "lwcl_modeling.py")
 # transformers 4.46 probes unless it is told that no process group synchronises generation.
 GEN = {"synced_gpus": False}
 
-failures = []
-passed = 0
 
-
-def expect(cond, what):
-    global passed
-    if cond:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAILED:", what, flush=True)
-
-
-def rel_err(a, b):
-    return float((a - b).norm() / b.norm())
 
 
 def plan(n_layers, n_heads, n_kv, ffn, gen):
@@ -312,8 +304,7 @@ def main():
         errors_case(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, len(failures)))
-    return 1 if failures else 0
+    return tally.finish()
 
 
 if __name__ == "__main__":

@@ -76,6 +76,49 @@ TEST_CASE("cached decoding equals the full forward at every position") {
   }
 }
 
+TEST_CASE("a step keeps only its last rows' logits, and truncation continues a shared prefix") {
+  for (auto f : {model::family::gpt2, model::family::qwen2}) {
+    CAPTURE(model::family_name(f));
+    backend::cpu be;
+    model::transformer<backend::cpu> net(be, config_of(f), dtype::f32);
+    net.init(29);
+    const index_t V = net.config().vocab;
+    const auto prefix = tokens_of(10, 3), a = tokens_of(6, 4), b = tokens_of(4, 6);
+    auto joined = [&](const std::vector<std::int32_t>& tail) {
+      auto s = prefix;
+      s.insert(s.end(), tail.begin(), tail.end());
+      return s;
+    };
+    const auto want_a = full_logits(net, joined(a)), want_b = full_logits(net, joined(b));
+    model::kv_decoder<backend::cpu> dec(net, 24, 16);
+    auto worst_vs = [&](const tensor& got, const std::vector<float>& want, index_t from, index_t rows) {
+      double worst = 0, scale = 0;
+      const float* g = static_cast<const float*>(got.data);
+      for (index_t i = 0; i < rows * V; ++i) {
+        const double w = want[static_cast<std::size_t>(from * V + i)];
+        worst = std::max(worst, std::abs(double(g[i]) - w));
+        scale = std::max(scale, std::abs(w));
+      }
+      return worst / scale;
+    };
+    // The prefix with keep = 1: one row, the last position's.
+    const tensor last = dec.step(prefix, 1);
+    CHECK(last.shape[1] == 1);
+    CHECK(worst_vs(last, want_a, 9, 1) <= 1e-5);
+    // Continuation a, then back to the prefix and continuation b (keeping its last 3 rows).
+    const tensor la = dec.step(a);
+    CHECK(worst_vs(la, want_a, 10, 6) <= 1e-5);
+    CHECK(dec.length() == 16);
+    dec.truncate(10);
+    const tensor lb = dec.step(b, 3);
+    CHECK(lb.shape[1] == 3);
+    CHECK(worst_vs(lb, want_b, 11, 3) <= 1e-5);
+    CHECK(dec.length() == 14);
+    CHECK_THROWS_WITH_AS(dec.truncate(15), doctest::Contains("expected 0 to the 14 cached"), lwcl::error);
+    CHECK_THROWS_WITH_AS(dec.step(b, 5), doctest::Contains("keep 5 rows of 4"), lwcl::error);
+  }
+}
+
 TEST_CASE("greedy generation equals choosing the argmax of a full forward at every step") {
   for (auto f : {model::family::gpt2, model::family::llama}) {
     CAPTURE(model::family_name(f));

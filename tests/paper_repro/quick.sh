@@ -40,17 +40,38 @@ teacher() {  # teacher <out> <family> <data> [more train_teacher options]
     --seq 32 --batch 8 --steps 30 "$@" > /dev/null
 }
 common=(--data "$work/data" --batch 4 --seq 32 --feature-batches 3 --calib-batches 2)
+# A small multiple-choice task in lm-eval's jsonl layout: which of three lines of a test document
+# follows a line of it (the gold one is the next line).
+python3 - "$work/corpus" "$work/mc_next_line.jsonl" <<'PY'
+import json, os, random, sys
+root, out = sys.argv[1], sys.argv[2]
+manifest = json.load(open(os.path.join(root, "manifest.json")))
+lines = []
+for d in manifest["documents"]:
+    if d["split"] == "test":
+        text = open(os.path.join(root, d["path"]), encoding="utf-8").read()
+        lines += [l.strip() for l in text.splitlines() if 20 <= len(l.strip()) <= 80]
+rng = random.Random(3)
+with open(out, "w") as f:
+    for i in range(0, min(len(lines) - 1, 40), 4):
+        others = rng.sample([l for l in lines if l != lines[i + 1]], 2)
+        choices = [lines[i + 1]] + others
+        rng.shuffle(choices)
+        f.write(json.dumps({"context": lines[i], "choices": choices, "gold": choices.index(lines[i + 1])}) + "\n")
+PY
+[ -s "$work/mc_next_line.jsonl" ] || { echo "quick.sh: no multiple-choice items written" >&2; exit 1; }
+mc=(--mc "$work/mc_next_line.jsonl" --mc-limit 6)
 
 for prog in "${programs[@]}"; do
   case $prog in
     efficiency_gpt2)
       teacher "$work/t_gpt2" gpt2 "$work/data"
-      "$p/efficiency_gpt2" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/efficiency_gpt2" \
+      "$p/efficiency_gpt2" --quick "${common[@]}" "${mc[@]}" --teacher "$work/t_gpt2" --out "$work/efficiency_gpt2" \
         > "$work/efficiency_gpt2.txt" ;;
     pruning_methods)
       teacher "$work/t_llama" llama "$work/data" --kv-heads 2
       teacher "$work/t_llama_a" llama "$work/data_a" --kv-heads 2
-      "$p/pruning_methods" --quick "${common[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
+      "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
         --fractions 0.35 --eval-splits test.a,test.b --out "$work/pruning_methods" > "$work/pruning_methods.txt" ;;
     ablation)
       [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
@@ -81,7 +102,7 @@ for prog in "${programs[@]}"; do
 done
 
 python3 - "$work" "${programs[@]}" <<'PY'
-import csv, io, json, math, os, sys
+import csv, io, json, math, os, re, sys
 work, programs = sys.argv[1], sys.argv[2:]
 
 def tables_of(prog):
@@ -125,6 +146,8 @@ def check_numbers(row):
             assert 0 <= m < 3600, (k, m)
         elif k == "train_flops":
             assert 0 < m < 1e16, (k, m)
+        elif k.endswith("_acc"):
+            assert 0 <= m <= 1, (k, m)
         elif k == "reached_target":
             assert 0 <= m <= 1, (k, m)
 
@@ -140,6 +163,8 @@ for prog in programs:
             names = [r["method"] for r in t["rows"]]
             assert names == ["teacher", "pruned (no recovery)", "lwcl", "layerwise_no_curriculum", "e2e_kd"], names
             rows = {r["method"]: r for r in t["rows"]}
+            for n in rows:  # every row, the teacher's too, has the multiple-choice task's accuracy
+                assert "mc_mc_next_line_acc" in rows[n], (t["title"], n)
             for n in ("lwcl", "layerwise_no_curriculum", "e2e_kd"):
                 for k in ("test_ppl", "val_ppl", "peak_compute_bytes", "run_peak_compute_bytes", "wall_seconds",
                           "train_flops"):
@@ -148,7 +173,7 @@ for prog in programs:
             for n in ("lwcl", "layerwise_no_curriculum"):
                 assert "equal_budget_ppl_ratio" in rows[n] and "reached_target" in rows[n], rows[n].keys()
             assert "peak_compute_bytes" not in rows["teacher"]
-        assert "ratio0.5" in md and "+-" in md
+        assert "ratio0.5" in md and "+-" in md and "acc mc_next_line" in md
         for s in ("ratio0.5", "ratio0.7", "depth0.5"):
             for fig in ("cumulative_error", "quality_vs_time", "memory_over_time"):
                 png(os.path.join(d, f"{fig}_{s}.png"))
@@ -159,11 +184,19 @@ for prog in programs:
             want = {"ratio0.5": (0.5, 0), "ratio0.7": (0.7, 0), "depth0.5": (0, 0.5)}[s]
             assert (cfg["ratio"], cfg["depth"]) == want, (s, cfg["ratio"], cfg["depth"])
     elif prog == "pruning_methods":
-        assert len(js["tables"]) == 2, [t["title"] for t in js["tables"]]
-        assert "trained on both corpora" in js["tables"][0]["title"] and "trained on a only" in js["tables"][1]["title"]
+        # Per teacher a perplexity table, then (--mc) its multiple-choice table.
+        assert len(js["tables"]) == 4, [t["title"] for t in js["tables"]]
+        assert "trained on both corpora" in js["tables"][0]["title"] and "trained on a only" in js["tables"][2]["title"]
         crit = ["random", "magnitude_l1", "magnitude_l2", "wanda_sp", "wanda_sp_in_out", "flap", "flap_pooled", "taylor",
                 "activation", "block_influence"]
-        for t in js["tables"]:
+        for t in js["tables"][1::2]:
+            assert "multiple-choice accuracy" in t["title"], t["title"]
+            assert re.search(r"6 items a task; teacher: mc_next_line [01]\.\d{3}\)", t["title"]), t["title"]
+            assert [r["criterion"] for r in t["rows"]] == crit, t["rows"]
+            for r in t["rows"]:
+                for m in ("pruned", "e2e", "lwcl"):
+                    assert 0 <= num(r, f"{m}_mc_mc_next_line_acc") <= 1, (r["criterion"], m)
+        for t in js["tables"][0::2]:
             assert [r["criterion"] for r in t["rows"]] == crit, t["rows"]
             for r in t["rows"]:
                 assert r["removed"] == "35%", r

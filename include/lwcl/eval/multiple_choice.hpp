@@ -3,13 +3,16 @@
 // log-likelihood request (context, " " + choice) scored by the summed log-probability of its
 // continuation tokens; acc takes the argmax of the sums, acc_norm the argmax of the sums divided by
 // each choice's length in characters; both are reported with the standard error of the mean. Items come
-// in the jsonl layout lm-eval reads for such tasks (context or query, choices, gold).
+// in the jsonl layout lm-eval reads for such tasks (context or query, choices, gold). The choices of an
+// item share their context: it runs once through a key/value cache and each choice continues from it
+// (f32 and f64 models; others take one full forward per choice).
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -18,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/model/decode.hpp"
 #include "lwcl/model/transformer.hpp"
 
 namespace lwcl::eval {
@@ -143,6 +147,102 @@ double continuation_loglikelihood(model::transformer<Backend>& net, const encode
   return -mean * static_cast<double>(n_cont);
 }
 
+// Scores the choices of one item at a time through a key/value cache: the shared context runs once,
+// then each continuation is fed after it (the cache truncated back to the context in between). A choice
+// whose context + continuation exceeds the model's window is scored alone on its last max_seq + 1
+// tokens, as continuation_loglikelihood does. Equal to continuation_loglikelihood up to rounding
+// (tests/eval/test_multiple_choice.cpp).
+template <class Backend>
+class choice_scorer {
+ public:
+  explicit choice_scorer(const model::transformer<Backend>& net)
+      : net_(net), window_(net.config().max_seq), V_(net.config().vocab), dec_(net, window_) {
+    check(net.type() == dtype::f32 || net.type() == dtype::f64, "choice_scorer: the model is ", dtype_name(net.type()),
+          "; cached scoring runs f32 or f64 models");
+  }
+
+  // The summed natural-log probability of each pair's continuation given its context.
+  std::vector<double> score(const std::vector<encoded_pair>& pairs) {
+    bool shared = true;
+    for (const auto& p : pairs) {
+      const auto n_cont = static_cast<index_t>(p.continuation.size());
+      check(!p.context.empty(), "multiple_choice: an empty context (give the item some text before its choices)");
+      check(n_cont > 0, "multiple_choice: a choice that encodes to no token");
+      check(n_cont <= window_, "multiple_choice: a continuation of ", n_cont, " tokens, longer than the model's window of ",
+            window_, " positions");
+      shared = shared && p.context == pairs.front().context &&
+               static_cast<index_t>(p.context.size()) + n_cont - 1 <= window_;
+    }
+    std::vector<double> out;
+    out.reserve(pairs.size());
+    if (shared && !pairs.empty()) {
+      const auto& ctx = pairs.front().context;
+      const auto n_ctx = static_cast<index_t>(ctx.size());
+      dec_.reset();
+      fetch(dec_.step(ctx, 1), 1);
+      const std::vector<float> after_context(rows_.begin(), rows_.begin() + V_);
+      for (const auto& p : pairs) {
+        const auto& c = p.continuation;
+        double ll = log_prob(after_context.data(), c[0]);
+        if (c.size() > 1) {
+          dec_.truncate(n_ctx);
+          const auto n = static_cast<index_t>(c.size()) - 1;
+          fetch(dec_.step(std::vector<std::int32_t>(c.begin(), c.end() - 1)), n);
+          for (index_t j = 0; j < n; ++j) ll += log_prob(row(j), c[static_cast<std::size_t>(j + 1)]);
+        }
+        out.push_back(ll);
+      }
+      return out;
+    }
+    for (const auto& p : pairs) {  // each choice alone, its input cut to the window from the left
+      std::vector<std::int32_t> all(p.context);
+      all.insert(all.end(), p.continuation.begin(), p.continuation.end());
+      const auto total = static_cast<index_t>(all.size()), n_cont = static_cast<index_t>(p.continuation.size());
+      const index_t first = std::max<index_t>(0, total - 1 - window_);
+      dec_.reset();
+      fetch(dec_.step(std::vector<std::int32_t>(all.begin() + first, all.end() - 1), n_cont), n_cont);
+      double ll = 0;
+      for (index_t j = 0; j < n_cont; ++j) ll += log_prob(row(j), p.continuation[static_cast<std::size_t>(j)]);
+      out.push_back(ll);
+    }
+    return out;
+  }
+
+ private:
+  const float* row(index_t r) const { return rows_.data() + static_cast<std::size_t>(r * V_); }
+
+  // The first `n` rows of a step's logits, as f32 on the host.
+  void fetch(const tensor& logits, index_t n) {
+    rows_.resize(static_cast<std::size_t>(n * V_));
+    auto& be = net_.backend();
+    if (net_.type() == dtype::f32) {
+      be.to_host(rows_.data(), logits.data, rows_.size() * sizeof(float));
+    } else {
+      std::vector<double> wide(rows_.size());
+      be.to_host(wide.data(), logits.data, wide.size() * sizeof(double));
+      std::copy(wide.begin(), wide.end(), rows_.begin());
+    }
+  }
+
+  // log softmax(logits)[target], in double.
+  double log_prob(const float* logits, std::int32_t target) const {
+    check(target >= 0 && target < V_, "multiple_choice: token ", target, " is outside the vocabulary of ", V_);
+    double m = logits[0];
+    for (index_t i = 1; i < V_; ++i) m = std::max(m, static_cast<double>(logits[i]));
+    check(std::isfinite(m), "multiple_choice: non-finite logits from the model");
+    double z = 0;
+    for (index_t i = 0; i < V_; ++i) z += std::exp(static_cast<double>(logits[i]) - m);
+    const double lp = static_cast<double>(logits[target]) - m - std::log(z);
+    check(std::isfinite(lp), "multiple_choice: a non-finite log-probability for token ", target);
+    return lp;
+  }
+
+  const model::transformer<Backend>& net_;
+  index_t window_, V_;
+  model::kv_decoder<Backend> dec_;
+  std::vector<float> rows_;
+};
+
 // A string's length in characters (UTF-8 code points), as Python's len() counts a choice.
 inline index_t utf8_length(const std::string& s) {
   index_t n = 0;
@@ -210,15 +310,24 @@ inline mc_result score_choices(const std::vector<mc_item>& items, const std::vec
   return r;
 }
 
-// Scores every item: one forward per choice.
+// Scores every item: its context once through the key/value cache, then each choice after it (f32 and
+// f64 models); other dtypes take one full forward per choice.
 template <class Backend, class Tokenizer>
 mc_result multiple_choice(model::transformer<Backend>& net, const Tokenizer& tok, const std::vector<mc_item>& items,
                           std::string task) {
   std::vector<std::vector<double>> lls;
   lls.reserve(items.size());
+  std::optional<choice_scorer<Backend>> cached;
+  if (net.type() == dtype::f32 || net.type() == dtype::f64) cached.emplace(net);
   for (const auto& it : items) {
-    auto& row = lls.emplace_back();
-    for (const auto& c : it.choices) row.push_back(continuation_loglikelihood(net, encode_pair(tok, it.context, " " + c)));
+    std::vector<encoded_pair> pairs;
+    for (const auto& c : it.choices) pairs.push_back(encode_pair(tok, it.context, " " + c));
+    if (cached) {
+      lls.push_back(cached->score(pairs));
+    } else {
+      auto& row = lls.emplace_back();
+      for (const auto& p : pairs) row.push_back(continuation_loglikelihood(net, p));
+    }
   }
   return score_choices(items, lls, std::move(task));
 }

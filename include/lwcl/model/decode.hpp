@@ -72,11 +72,21 @@ class kv_decoder {
     return b;
   }
 
-  // Feeds tokens (host memory) at positions length() .. and returns their logits (1, n, vocab) in
-  // backend memory, valid until the next step.
-  tensor step(const std::vector<std::int32_t>& tokens) {
+  // Drops every cached position from `n` on, so that the next step continues after the first n tokens
+  // (a shared prefix scored once, then each of several continuations after it).
+  void truncate(index_t n) {
+    check(n >= 0 && n <= len_, "kv_decoder::truncate: ", n, " positions, expected 0 to the ", len_, " cached");
+    len_ = n;
+  }
+
+  // Feeds tokens (host memory) at positions length() .. and returns the logits of the last `keep` of
+  // them (1, keep, vocab; keep = 0: all n) in backend memory, valid until the next step. A prompt whose
+  // next token is all that matters asks for keep = 1 and skips the head's work on the other rows.
+  tensor step(const std::vector<std::int32_t>& tokens, index_t keep = 0) {
     const auto n = static_cast<index_t>(tokens.size());
     check(n >= 1 && n <= chunk_, "kv_decoder::step: ", n, " tokens, expected 1 to ", chunk_);
+    check(keep >= 0 && keep <= n, "kv_decoder::step: keep ", keep, " rows of ", n, " new ones");
+    if (keep == 0) keep = n;
     check(len_ + n <= cap_, "kv_decoder::step: ", len_, " cached and ", n, " new positions exceed the cache's ", cap_,
           " (the model's context is ", cfg_.max_seq, ")");
     for (auto id : tokens)
@@ -100,15 +110,19 @@ class kv_decoder {
       layer(l, n, cur, h, x2, next);
       std::swap(cur, next);
     }
+    // The final norm and the head over the last `keep` rows only.
+    const tensor last(static_cast<char*>(cur.data) + static_cast<std::size_t>((n - keep) * C) * dtype_size(t), t,
+                      {1, keep, C});
+    const tensor hk = rows(s_.h, keep, C);
     const auto& tr = cfg_.traits();
     if (tr.rms_norm)
-      ops::rmsnorm_forward(be, h, view(s_.rstd, {n}), cur, net_.param("norm_f.weight"), cfg_.norm_eps);
+      ops::rmsnorm_forward(be, hk, view(s_.rstd, {keep}), last, net_.param("norm_f.weight"), cfg_.norm_eps);
     else
-      ops::layernorm_forward(be, h, view(s_.mean, {n}), view(s_.rstd, {n}), cur, net_.param("norm_f.weight"),
+      ops::layernorm_forward(be, hk, view(s_.mean, {keep}), view(s_.rstd, {keep}), last, net_.param("norm_f.weight"),
                              net_.param("norm_f.bias"), cfg_.norm_eps);
-    const tensor logits = rows(s_.logits, n, cfg_.vocab);
+    const tensor logits = rows(s_.logits, keep, cfg_.vocab);
     const tensor head = net_.layout().contains("lm_head.weight") ? net_.param("lm_head.weight") : net_.param("wte");
-    ops::linear_forward(be, logits, h, head, tensor());
+    ops::linear_forward(be, logits, hk, head, tensor());
     len_ += n;
     return logits;
   }

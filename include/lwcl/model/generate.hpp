@@ -124,7 +124,7 @@ generation generate(const transformer<Backend>& net, const std::vector<std::int3
   };
   generation g;
   auto t0 = clock::now();
-  last_row(dec.step(prompt), n);
+  last_row(dec.step(prompt, 1), 1);
   g.tokens.push_back(sample_token(row.data(), choose_from, s, 0));
   auto t1 = clock::now();
   g.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();

@@ -558,10 +558,7 @@ void comparison<Backend, Criterion>::start() {
     check(fs::exists(path), program_, ": --mc names '", path, "', which does not exist (python3 tools/make_mc_tasks.py "
           "writes data/mc/<task>.<split>.jsonl)");
     if (!mc_tok_) mc_tok_ = tokenizer::byte_bpe_of_folder(fs::path(opt_.data) / "tokenizer");
-    std::string name = fs::path(path).stem().string();
-    std::replace(name.begin(), name.end(), '.', '_');
-    std::replace(name.begin(), name.end(), '-', '_');
-    mc_.emplace_back(name, eval::read_mc_jsonl(path, opt_.mc_limit));
+    mc_.emplace_back(mc_task_name(path), eval::read_mc_jsonl(path, opt_.mc_limit));
   }
   if (opt_.curve_points > 0) {
     const auto ids = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), UINT64_MAX);

@@ -53,6 +53,15 @@ struct options {
   std::string save_dtype = "f32";
 };
 
+// The name a --mc task file's scores go by (mc_<name>_acc, ...): its file name without the extension,
+// '.' and '-' made '_' (data/mc/kjv_next_verse.test.jsonl: kjv_next_verse_test).
+inline std::string mc_task_name(const std::string& path) {
+  std::string name = std::filesystem::path(path).stem().string();
+  for (char& c : name)
+    if (c == '.' || c == '-') c = '_';
+  return name;
+}
+
 // The seed of a loader for run seed `s`: `base` for seed 0 (what a single run draws), another stream
 // for every other seed.
 inline std::uint64_t seeded(std::uint64_t base, std::uint64_t s) {
