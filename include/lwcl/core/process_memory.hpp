@@ -3,12 +3,15 @@
 // and a way to restart that peak (writing 5 to /proc/self/clear_refs), so that one part of a program,
 // one method of a comparison, can be measured on its own. What the program holds throughout (its code,
 // data, earlier methods' results) is part of every figure. Where /proc cannot be read or written the
-// figures are 0 and the reset says it failed: callers report "not measured", never a guess.
+// figures are 0 and the reset says it failed: callers report "not measured", never a guess. Also the
+// machine's physical memory, which a model must fit (model/weights.hpp).
 
 #include <cstddef>
 #include <fstream>
 #include <string>
 #include <string_view>
+
+#include <unistd.h>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -51,6 +54,12 @@ inline bool reset_peak_resident() {
   f << "5";
   f.flush();
   return static_cast<bool>(f);
+}
+
+// The machine's physical memory in bytes (sysconf); 0 where it cannot be told.
+inline double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
 
 }  // namespace lwcl

@@ -3,6 +3,7 @@
 // and FFN widths, so that a pruned student with uneven layers is a first-class model. family_traits
 // says how each family builds a block.
 
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,19 +95,41 @@ struct model_config {
   }
 
   // Throws lwcl::error naming the first inconsistency.
+  // Every size is bounded (max_dimension, max_layers, max_parameters) so that no product of them
+  // overflows before the model's memory is checked against the machine's (model/weights.hpp).
+  static constexpr index_t max_dimension = index_t{1} << 24;
+  static constexpr index_t max_layers = index_t{1} << 16;
+  static constexpr double max_parameters = 0x1p48;
+
   void validate() const {
-    check(vocab > 0, "model_config: vocab must be positive, got ", vocab);
-    check(d_model > 0, "model_config: d_model must be positive, got ", d_model);
-    check(head_dim > 0, "model_config: head_dim must be positive, got ", head_dim);
-    check(max_seq > 0, "model_config: max_seq must be positive, got ", max_seq);
+    const auto in_range = [](const char* what, index_t v) {
+      check(v > 0 && v <= max_dimension, "model_config: ", what, " must be in [1, ", max_dimension, "], got ", v);
+    };
+    in_range("vocab", vocab);
+    in_range("d_model", d_model);
+    in_range("head_dim", head_dim);
+    in_range("max_seq", max_seq);
+    check(n_layers() <= max_layers, "model_config: ", n_layers(), " layers, at most ", max_layers);
+    check(std::isfinite(norm_eps) && norm_eps > 0 && norm_eps < 1, "model_config: norm_eps must be in (0, 1), got ",
+          norm_eps);
+    check(!traits().rope || (std::isfinite(rope_theta) && rope_theta > 0),
+          "model_config: rope_theta must be positive and finite, got ", rope_theta);
     check(!traits().rope || head_dim % 2 == 0, "model_config: RoPE needs an even head_dim, got ", head_dim);
+    // Embeddings and position table, then per layer the attention and MLP weights (an upper bound).
+    double params = static_cast<double>(vocab) * d_model * 2 + static_cast<double>(max_seq) * d_model;
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const auto& L = layers[l];
-      check(L.n_heads > 0, "model_config: layer ", l, " has ", L.n_heads, " heads, expected at least 1");
+      check(L.n_heads > 0 && L.n_heads <= max_dimension, "model_config: layer ", l, " has ", L.n_heads,
+            " heads, expected 1 to ", max_dimension);
       check(L.n_kv_heads > 0 && L.n_heads % L.n_kv_heads == 0, "model_config: layer ", l, " has ", L.n_kv_heads,
             " KV heads, which does not divide its ", L.n_heads, " query heads");
-      check(L.ffn > 0, "model_config: layer ", l, " has FFN width ", L.ffn, ", expected at least 1");
+      check(L.ffn > 0 && L.ffn <= max_dimension, "model_config: layer ", l, " has FFN width ", L.ffn,
+            ", expected 1 to ", max_dimension);
+      params += 2.0 * (static_cast<double>(L.n_heads) + L.n_kv_heads) * head_dim * d_model + 3.0 * L.ffn * d_model +
+                4.0 * d_model + 2.0 * L.ffn;
     }
+    check(params <= max_parameters, "model_config: about ", params, " parameters, more than lwcl's limit of ",
+          max_parameters);
   }
 };
 

@@ -31,7 +31,8 @@ struct encoder_config {
     model.validate();
     check(model.fam == family::bert, "encoder: family ", family_name(model.fam),
           " is a decoder; the encoder supports bert (use model::transformer for gpt2, llama and qwen2)");
-    check(type_vocab > 0, "encoder: type_vocab must be positive, got ", type_vocab);
+    check(type_vocab > 0 && type_vocab <= model_config::max_dimension, "encoder: type_vocab must be in [1, ",
+          model_config::max_dimension, "], got ", type_vocab);
   }
 };
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "lwcl/core/process_memory.hpp"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/model/block_stack.hpp"
 #include "lwcl/model/config.hpp"
@@ -95,6 +96,13 @@ class weights {
   // this way never allocates a gradient buffer).
   weights(Backend& be, const model_config& m, tensor_layout layout, dtype t, bool frozen = false)
       : be_(be), type_(t), layout_(std::move(layout)), frozen_(frozen) {
+    if constexpr (!Backend::is_device) {  // a model this machine cannot hold is an error, not a bad_alloc
+      const double need = static_cast<double>(bytes_of(layout_.numel())) * (frozen ? 1 : 2);
+      const double have = physical_memory_bytes();
+      check(have <= 0 || need <= have, "model: ", layout_.numel(), " parameters in ", dtype_name(t),
+            frozen ? "" : " with their gradients", " need ", need / (1 << 30), " GiB, more than this machine's ",
+            have / (1 << 30), " GiB of memory");
+    }
     params_ = buffer<Backend>(be_, bytes_of(layout_.numel()));
     be_.fill_zero(params_.data(), params_.bytes());
     if (frozen) return;

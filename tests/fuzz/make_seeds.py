@@ -1,0 +1,94 @@
+"""Writes the committed seed corpora of the fuzz targets (tests/fuzz/seeds/<target>/) from the test
+fixtures in tests/data and a few hand-made files; deterministic, so rerunning it changes nothing.
+
+    python3 tests/fuzz/make_seeds.py
+"""
+import glob
+import json
+import os
+import random
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "data")
+SEEDS = os.path.join(HERE, "seeds")
+
+
+def put(target, name, payload):
+    d = os.path.join(SEEDS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(payload)
+
+
+def escaped(b):
+    """A string as FuzzedDataProvider.ConsumeRandomLengthString reads it: backslashes doubled, ended by
+    a backslash and another byte."""
+    return b.replace(b"\\", b"\\\\") + b"\\;"
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def safetensors(tensors, metadata=None):
+    header, offset, body = {}, 0, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        body += raw
+    if metadata:
+        header["__metadata__"] = metadata
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + body
+
+
+def main():
+    rng = random.Random(7)
+    # safetensors: the small fixtures whole, and hand-made files of every float dtype.
+    for path in sorted(glob.glob(os.path.join(DATA, "hf", "*", "model.safetensors"))):
+        if os.path.getsize(path) <= 64 * 1024:
+            put("safetensors", os.path.basename(os.path.dirname(path)), read(path))
+    floats = [rng.gauss(0, 1) for _ in range(12)]
+    put("safetensors", "dtypes", safetensors({
+        "a": ("F32", [3, 4], struct.pack("<12f", *floats)),
+        "b": ("F64", [2, 2], struct.pack("<4d", *floats[:4])),
+        "c": ("F16", [4], struct.pack("<4e", *floats[:4])),
+        "d": ("BF16", [2], struct.pack("<2f", *floats[:2])[2:4] + struct.pack("<2f", *floats[:2])[6:8]),
+        "e": ("I64", [2], struct.pack("<2q", 1, 2)),
+        "s": ("F32", [], struct.pack("<f", 1.5)),
+    }, {"format": "pt"}))
+    # config.json of every family.
+    for path in sorted(glob.glob(os.path.join(DATA, "**", "config.json"), recursive=True)):
+        name = os.path.relpath(os.path.dirname(path), DATA).replace(os.sep, "_")
+        put("hf_config", name, read(path))
+    per_layer = json.loads(read(os.path.join(DATA, "hf", "llama", "config.json")))
+    per_layer.update({"model_type": "lwcl", "lwcl_family": "llama",
+                      "lwcl_layers": [{"n_heads": 2, "n_kv_heads": 1, "ffn": 8}] * per_layer["num_hidden_layers"]})
+    put("hf_config", "lwcl_form", json.dumps(per_layer).encode())
+    # Tokenizers: (kind byte last) vocab.json + merges.txt, tokenizer.json, vocab.txt, each with a text.
+    text = "The mill, and the river; 3 Fish-ponds \u00e9t\u00e9 \u3000 ok".encode()
+    tok = os.path.join(DATA, "tokenizer")
+    put("tokenizers", "bpe_files", escaped(read(os.path.join(tok, "bpe", "vocab.json"))) +
+        escaped(read(os.path.join(tok, "bpe", "merges.txt"))) + text + bytes([0]))
+    put("tokenizers", "tokenizer_json", escaped(read(os.path.join(tok, "bpe", "tokenizer.json"))) + text + bytes([1]))
+    put("tokenizers", "wordpiece", escaped(read(os.path.join(tok, "wordpiece", "vocab.txt"))) + text + bytes([2]))
+    # Token shards: the layout of data/shards.hpp (magic, version, token width, vocab, count), 2- and
+    # 4-byte tokens.
+    for width, vocab in ((2, 1024), (4, 70000)):
+        ids = [rng.randrange(vocab) for _ in range(40)]
+        fmt = "<40H" if width == 2 else "<40I"
+        header = b"LWCLTOK1" + struct.pack("<IIQQ", 1, width, vocab, len(ids))
+        put("shards", "width%d" % width, header + struct.pack(fmt, *ids))
+    # Codecs: (codec, dtype, raw size taken from the end) raw normal floats, with the specials.
+    specials = struct.pack("<6f", 0.0, -0.0, float("inf"), float("-inf"), 1e-40, -3e-39) + \
+        struct.pack("<I", 0x7fc01234) + struct.pack("<I", 0xff800001)
+    for codec in (0, 1):
+        for bf16 in (0, 1):
+            raw = struct.pack("<256f", *[rng.gauss(0, 0.05) for _ in range(256)]) + specials
+            put("codecs", "codec%d_bf16_%d" % (codec, bf16), raw + struct.pack("<H", 264) + bytes([bf16, codec]))
+
+
+if __name__ == "__main__":
+    main()
