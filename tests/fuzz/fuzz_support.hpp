@@ -15,13 +15,18 @@
 
 namespace lwcl::fuzz {
 
+// <temp>/lwcl_fuzz_<pid>, made on first use and removed at exit (the handler rebuilds the name rather
+// than reading the static, which is destroyed before it runs).
+inline std::filesystem::path scratch_name() {
+  return std::filesystem::temp_directory_path() / ("lwcl_fuzz_" + std::to_string(::getpid()));
+}
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("lwcl_fuzz_" + std::to_string(::getpid()));
+    auto d = scratch_name();
     std::filesystem::create_directories(d);
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(scratch_dir(), ec);
+      std::filesystem::remove_all(scratch_name(), ec);
     });
     return d;
   }();

@@ -127,19 +127,24 @@ class byte_bpe {
   // From a Hugging Face tokenizer.json whose model is BPE (byte level).
   static byte_bpe from_tokenizer_json(const std::string& path) {
     const auto j = read_json(path);
-    check(j.contains("model") && j["model"].value("type", std::string()) == "BPE", "byte_bpe: '", path,
-          "' does not hold a BPE model");
+    check(j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("type") &&
+              j["model"]["type"] == "BPE",
+          "byte_bpe: '", path, "' does not hold a BPE model");
+    const auto& model = j["model"];
+    check(model.contains("vocab"), "byte_bpe: '", path, "' has no vocab in its model");
+    check(model.contains("merges") && model["merges"].is_array(), "byte_bpe: '", path, "' has no list of merges");
     byte_bpe t;
-    t.set_vocab(j["model"]["vocab"], path);
+    t.set_vocab(model["vocab"], path);
     std::size_t rank = 0;
-    for (const auto& m : j["model"]["merges"]) {
+    for (const auto& m : model["merges"]) {
       if (m.is_string()) {
         const auto s = m.get<std::string>();
         const auto sp = s.find(' ');
         check(sp != std::string::npos, "byte_bpe: '", path, "' has a malformed merge '", s, "'");
         t.add_merge(s.substr(0, sp), s.substr(sp + 1), rank++);
       } else {
-        check(m.is_array() && m.size() == 2, "byte_bpe: '", path, "' has a malformed merge");
+        check(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), "byte_bpe: '", path,
+              "' has a malformed merge");
         t.add_merge(m[0].get<std::string>(), m[1].get<std::string>(), rank++);
       }
     }
@@ -193,6 +198,7 @@ class byte_bpe {
   void set_vocab(const nlohmann::json& v, const std::string& path) {
     check(v.is_object(), "byte_bpe: the vocabulary in '", path, "' is not an object");
     for (auto it = v.begin(); it != v.end(); ++it) {
+      check(it.value().is_number_integer(), "byte_bpe: token '", it.key(), "' in '", path, "' has no integer id");
       const auto id = it.value().get<std::int64_t>();
       check(id >= 0 && id < std::numeric_limits<std::int32_t>::max(), "byte_bpe: token '", it.key(), "' in '", path,
             "' has id ", id);
