@@ -121,16 +121,22 @@ encoded_pair encode_pair(const Tokenizer& tok, std::string context, std::string 
   return p;
 }
 
+// A request the model can score: a context, a continuation of at least one token and at most `window`.
+inline void check_request(const encoded_pair& p, index_t window) {
+  const auto n_cont = static_cast<index_t>(p.continuation.size());
+  check(!p.context.empty(), "multiple_choice: an empty context (give the item some text before its choices)");
+  check(n_cont > 0, "multiple_choice: a choice that encodes to no token");
+  check(n_cont <= window, "multiple_choice: a continuation of ", n_cont, " tokens, longer than the model's window of ",
+        window, " positions");
+}
+
 // The summed natural-log probability of p.continuation given p.context, the input cut from the left to
 // the model's last max_seq + 1 tokens.
 template <class Backend>
 double continuation_loglikelihood(model::transformer<Backend>& net, const encoded_pair& p) {
   const auto window = net.config().max_seq;
   const auto n_cont = static_cast<index_t>(p.continuation.size());
-  check(!p.context.empty(), "multiple_choice: an empty context (give the item some text before its choices)");
-  check(n_cont > 0, "multiple_choice: a choice that encodes to no token");
-  check(n_cont <= window, "multiple_choice: a continuation of ", n_cont, " tokens, longer than the model's window of ",
-        window, " positions");
+  check_request(p, window);
   std::vector<std::int32_t> all(p.context);
   all.insert(all.end(), p.continuation.begin(), p.continuation.end());
   const auto total = static_cast<index_t>(all.size());
@@ -165,13 +171,9 @@ class choice_scorer {
   std::vector<double> score(const std::vector<encoded_pair>& pairs) {
     bool shared = true;
     for (const auto& p : pairs) {
-      const auto n_cont = static_cast<index_t>(p.continuation.size());
-      check(!p.context.empty(), "multiple_choice: an empty context (give the item some text before its choices)");
-      check(n_cont > 0, "multiple_choice: a choice that encodes to no token");
-      check(n_cont <= window_, "multiple_choice: a continuation of ", n_cont, " tokens, longer than the model's window of ",
-            window_, " positions");
+      check_request(p, window_);
       shared = shared && p.context == pairs.front().context &&
-               static_cast<index_t>(p.context.size()) + n_cont - 1 <= window_;
+               p.context.size() + p.continuation.size() - 1 <= static_cast<std::size_t>(window_);
     }
     std::vector<double> out;
     out.reserve(pairs.size());
