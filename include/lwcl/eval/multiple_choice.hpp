@@ -214,17 +214,7 @@ class choice_scorer {
   const float* row(index_t r) const { return rows_.data() + static_cast<std::size_t>(r * V_); }
 
   // The first `n` rows of a step's logits, as f32 on the host.
-  void fetch(const tensor& logits, index_t n) {
-    rows_.resize(static_cast<std::size_t>(n * V_));
-    auto& be = net_.backend();
-    if (net_.type() == dtype::f32) {
-      be.to_host(rows_.data(), logits.data, rows_.size() * sizeof(float));
-    } else {
-      std::vector<double> wide(rows_.size());
-      be.to_host(wide.data(), logits.data, wide.size() * sizeof(double));
-      std::copy(wide.begin(), wide.end(), rows_.begin());
-    }
-  }
+  void fetch(const tensor& logits, index_t n) { model::logits_to_host(net_.backend(), logits, 0, n, rows_); }
 
   // log softmax(logits)[target], in double.
   double log_prob(const float* logits, std::int32_t target) const {

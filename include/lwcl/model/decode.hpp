@@ -17,6 +17,24 @@
 
 namespace lwcl::model {
 
+// Rows [first, first + n) of a step's logits (1, rows, vocab; f32 or f64, backend memory) as f32 on the
+// host, in `out` (resized to n * vocab).
+template <class Backend>
+void logits_to_host(Backend& be, const tensor& logits, index_t first, index_t n, std::vector<float>& out) {
+  const index_t V = logits.shape.last();
+  check(logits.type == dtype::f32 || logits.type == dtype::f64, "logits_to_host: logits are ",
+        dtype_name(logits.type), ", expected f32 or f64");
+  out.resize(static_cast<std::size_t>(n * V));
+  const std::size_t off = static_cast<std::size_t>(first * V);
+  if (logits.type == dtype::f32) {
+    be.to_host(out.data(), static_cast<const float*>(logits.data) + off, out.size() * sizeof(float));
+  } else {
+    std::vector<double> wide(out.size());
+    be.to_host(wide.data(), static_cast<const double*>(logits.data) + off, wide.size() * sizeof(double));
+    std::copy(wide.begin(), wide.end(), out.begin());
+  }
+}
+
 template <class Backend>
 class kv_decoder {
  public:

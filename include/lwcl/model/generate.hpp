@@ -111,17 +111,7 @@ generation generate(const transformer<Backend>& net, const std::vector<std::int3
   check(s.vocab <= cfg.vocab, "generate: sampling.vocab ", s.vocab, " exceeds the model's vocabulary of ", cfg.vocab);
   const index_t V = cfg.vocab, choose_from = s.vocab > 0 ? s.vocab : V;
   std::vector<float> row(static_cast<std::size_t>(V));
-  std::vector<double> row64;
-  auto last_row = [&](const tensor& logits, index_t rows) {
-    const std::size_t off = static_cast<std::size_t>((rows - 1) * V);
-    if (net.type() == dtype::f32) {
-      be.to_host(row.data(), static_cast<const float*>(logits.data) + off, row.size() * sizeof(float));
-    } else {
-      row64.resize(row.size());
-      be.to_host(row64.data(), static_cast<const double*>(logits.data) + off, row64.size() * sizeof(double));
-      for (std::size_t i = 0; i < row.size(); ++i) row[i] = static_cast<float>(row64[i]);
-    }
-  };
+  auto last_row = [&](const tensor& logits, index_t rows) { logits_to_host(be, logits, rows - 1, 1, row); };
   generation g;
   auto t0 = clock::now();
   last_row(dec.step(prompt, 1), 1);
