@@ -3,7 +3,7 @@
 // 6 -> 3 layers, each recovered by LWCL, layer-wise training without curriculum, end-to-end
 // distillation on the mean-pooled embedding and on the last hidden state, and not at all, under one
 // budget over 3 seeds (experiments/minilm_compress's run, once per setting). Reports the cosine of the
-// student's sentence embeddings with the teacher's and top-10 neighbour agreement over 2000 held-out
+// student's sentence embeddings with the teacher's and top-10 neighbour agreement over 1000 held-out
 // sentences of both corpora (validation and test pools), peak memory from the tracker and the resident
 // set, cost, and the cost to reach the embedding-objective end-to-end student's final distance.
 // Writes <out>/<setting>/ (minilm_compress run directories) and in <out>/ table.md, table.csv,
@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
                                                                  {"--curve-pool", "8"},    {"--batch", "4"},
                                                                  {"--seq", "16"},          {"--feature-batches", "2"},
                                                                  {"--calib-batches", "1"}}
-              : std::vector<std::pair<std::string, std::string>>{{"--budget", "60"}, {"--seeds", "3"}, {"--curve-points", "6"}};
+              : std::vector<std::pair<std::string, std::string>>{{"--budget", "40"}, {"--seeds", "3"}, {"--curve-points", "6"},
+                                                                 {"--pool", "1000"}};
     for (const auto& [opt, v] : defaults)
       if (!given(opt)) pass.insert(pass.end(), {opt, v});
     if (!given("--test-split")) pass.push_back("--test-split");

@@ -23,7 +23,7 @@ namespace pr = lwcl::paper_repro;
 int main(int argc, char** argv) {
   const bool quick = pr::quick_requested(argc, argv);
   experiments::comparison cmp("efficiency_gpt2", "paper_repro efficiency_gpt2: LWCL against end-to-end KD on the deep "
-                              "gpt2 teacher at 50% and 70% width and half depth, over seeds", quick ? "steps:8" : "60",
+                              "gpt2 teacher at 50% and 70% width and half depth, over seeds", quick ? "steps:8" : "40",
                               "budget of every method: seconds (a plain number), steps:N or tokens:N");
   pr::efficiency_defaults(cmp.defaults(), "runs/teacher_deep_gpt2", quick);
   pr::efficiency_knobs k;

@@ -4,9 +4,9 @@
 // whole layers; the rest: the same ratio in every layer, whole KV groups), cuts the deep llama and qwen2
 // teachers (8 layers, GQA) to 20%, 35% and 50% fewer parameters; each student is then left as it is,
 // recovered by end-to-end KD, and recovered by LWCL, the two under the same wall-clock budget. Reports
-// held-out perplexity on the test split (every test document of both corpora) and on each sample of
-// --eval-splits (test.kjv, test.austen: one corpus's test documents; for a teacher trained on one corpus,
-// prepare_data --train-corpus, the other is out of its domain), and each recovery's peak memory from the
+// held-out perplexity on each sample of --eval-splits (test.kjv, test.austen: one corpus's test documents;
+// for a teacher trained on one corpus, prepare_data --train-corpus, the other is out of its domain), or
+// without them on the test split (every test document of both corpora), and each recovery's peak memory from the
 // tracker. Writes <out>/<teacher>/<criterion>_<fraction>/ (one comparison run directory each) and in
 // <out>/ table.md, table.csv and tables.json.
 //   pruning_methods [--quick] [--teachers DIR[@DATA],...] [--criteria a,b,...] [--fractions 0.2,0.35,0.5]
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   const bool quick = pr::quick_requested(argc, argv);
   experiments::comparison cmp("pruning_methods", "paper_repro pruning_methods: every pruning criterion x {no recovery, "
                               "end-to-end KD, LWCL} at 20%, 35% and 50% of the parameters, under equal training time",
-                              quick ? "steps:8" : "15", "budget of each recovery: seconds (a plain number), steps:N or tokens:N");
+                              quick ? "steps:8" : "10", "budget of each recovery: seconds (a plain number), steps:N or tokens:N");
   auto& d = cmp.defaults();
   d.lr = 4e-3;
   d.test_split = true;
@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   cmp.cli().add_option("--fractions", fractions, "fractions of all parameters removed, comma-separated");
   pr::add_efficiency_knobs(cmp.cli(), k);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
+  // The --eval-splits samples are each corpus's test documents; the combined sample would repeat them.
+  if (!cmp.opt().eval_splits.empty()) d.test_split = false;
 
   try {
     const auto teacher_list = pr::split_list(teachers), criterion_list = pr::split_list(criteria);
@@ -71,8 +73,9 @@ int main(int argc, char** argv) {
     pr::json sources = pr::json::array();
     std::size_t cell = 0;
     const std::string data = cmp.opt().data;
-    // The held-out samples of the table: the test split, then each --eval-splits sample.
-    std::vector<std::pair<std::string, std::string>> samples = {{"test_ppl", "test"}};
+    // The held-out samples of the table: each --eval-splits sample, or without them the test split.
+    std::vector<std::pair<std::string, std::string>> samples;
+    if (cmp.opt().test_split) samples.emplace_back("test_ppl", "test");
     for (const auto& split : cmp.opt().eval_splits) {
       std::string key = "ppl_" + split;
       std::replace(key.begin(), key.end(), '.', '_');
@@ -175,9 +178,10 @@ int main(int argc, char** argv) {
     }
     cmp.defaults().data = data;
     notes.push_back(report::format("(budget %s for each recovery; %d seed%s; criteria with their published allocation, "
-                                   "the group ratio searched for the parameter fraction; test split: every test "
-                                   "document of both corpora)", cmp.opt().budget.c_str(), cmp.opt().seeds,
-                                   cmp.opt().seeds == 1 ? "" : "s"));
+                                   "the group ratio searched for the parameter fraction; %s)", cmp.opt().budget.c_str(),
+                                   cmp.opt().seeds, cmp.opt().seeds == 1 ? "" : "s",
+                                   cmp.opt().test_split ? "test split: every test document of both corpora"
+                                                        : "each sample: every test document of one corpus"));
     const pr::json extra = {{"machine", pr::machine()}, {"budget", cmp.opt().budget}, {"seeds", cmp.opt().seeds},
                             {"sources", sources}, {"wall_seconds", progress.seconds()}};
     std::printf("machine: %s\n", pr::machine().c_str());

@@ -118,9 +118,10 @@ run() {  # run <processor> <name> <program> <args...>
   OMP_NUM_THREADS=1 taskset -c "$cpu" "$p/$prog" "${q[@]}" "$@" --out "$out/$name" >> "$out/$name.log" 2>&1 ||
     { echo "run_all: $name failed, see $out/$name.log" >&2; return 1; }
 }
-# Single-threaded times of the last full runs (paper_repro/README.md): efficiency_gpt2 37 min,
-# efficiency_bert 54, ablation 25, pruning_methods about 41 a teacher (30 runs of two 15-second recoveries
-# with the evaluations; 35 without the multiple-choice scoring).
+# Single-threaded times, estimated from the runs in paper_repro/README.md for the programs' defaults:
+# efficiency_gpt2 about 28 min (40-second budgets), efficiency_bert 29 (40-second budgets, pools of 1000
+# sentences), ablation 24, pruning_methods about 31 a teacher (30 runs of two 10-second recoveries, each
+# student scored on both corpora's test documents and the multiple-choice tasks).
 queue0() {
   run 0 efficiency_gpt2 efficiency_gpt2 --teacher "$(tdir deep_gpt2)" "${mc[@]}" &&
   run 0 pruning_methods_llama pruning_methods --teachers "$(tdir deep_llama)" --eval-splits test.kjv,test.austen \
@@ -141,7 +142,7 @@ queue1() {
   return $rc
 }
 cpus=$(nproc)
-say "running the tables ($([ $quick = 1 ] && echo quick || echo "full: about 120 minutes on 2 processors"))"
+say "running the tables ($([ $quick = 1 ] && echo quick || echo "full: about 90 minutes on 2 processors"))"
 tables_start=$SECONDS
 if [ "$cpus" -ge 2 ]; then
   queue0 & pid0=$!
