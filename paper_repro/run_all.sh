@@ -118,10 +118,11 @@ run() {  # run <processor> <name> <program> <args...>
   OMP_NUM_THREADS=1 taskset -c "$cpu" "$p/$prog" "${q[@]}" "$@" --out "$out/$name" >> "$out/$name.log" 2>&1 ||
     { echo "run_all: $name failed, see $out/$name.log" >&2; return 1; }
 }
-# Single-threaded times, estimated from the runs in paper_repro/README.md for the programs' defaults:
-# efficiency_gpt2 about 28 min (40-second budgets), efficiency_bert 29 (40-second budgets, pools of 1000
-# sentences), ablation 24, pruning_methods about 31 a teacher (30 runs of two 10-second recoveries, each
-# student scored on both corpora's test documents and the multiple-choice tasks).
+# Single-threaded times of the last full run (paper_repro/README.md, the programs' defaults):
+# efficiency_gpt2 29.9 min (40-second budgets), efficiency_bert 32.1 (40-second budgets, pools of 1000
+# sentences), ablation 25.6, pruning_methods 31.6-32.2 a teacher (30 runs of two 10-second recoveries,
+# each student scored on both corpora's test documents and the multiple-choice tasks): the queues below
+# took 93.7 and 89.3 minutes.
 queue0() {
   run 0 efficiency_gpt2 efficiency_gpt2 --teacher "$(tdir deep_gpt2)" "${mc[@]}" &&
   run 0 pruning_methods_llama pruning_methods --teachers "$(tdir deep_llama)" --eval-splits test.kjv,test.austen \
@@ -142,7 +143,7 @@ queue1() {
   return $rc
 }
 cpus=$(nproc)
-say "running the tables ($([ $quick = 1 ] && echo quick || echo "full: about 90 minutes on 2 processors"))"
+say "running the tables ($([ $quick = 1 ] && echo quick || echo "full: about 95 minutes on 2 processors"))"
 tables_start=$SECONDS
 if [ "$cpus" -ge 2 ]; then
   queue0 & pid0=$!
