@@ -11,6 +11,7 @@ find_package(PkgConfig REQUIRED)
 find_package(ICU REQUIRED COMPONENTS uc)  # Unicode classes for the tokenizers
 pkg_check_modules(LWCL_ZSTD REQUIRED IMPORTED_TARGET GLOBAL libzstd)  # the feature cache's zstd codec
 find_package(PNG REQUIRED)  # the run reports' plots (include/lwcl/report/plot.hpp)
+find_package(ZLIB REQUIRED)  # CRC-32 of the disk cache's records (include/lwcl/cache/disk_store.hpp)
 
 set(LWCL_OPENBLAS_OPENMP_DIR "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp")
 find_library(LWCL_OPENBLAS_LIBRARY NAMES openblas PATHS ${LWCL_OPENBLAS_OPENMP_DIR} NO_DEFAULT_PATH)
@@ -19,7 +20,7 @@ find_path(LWCL_OPENBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/${CMAKE_LIBRARY_A
 if(NOT TARGET lwcl_deps)
   add_library(lwcl_deps INTERFACE)
   target_link_libraries(lwcl_deps INTERFACE OpenMP::OpenMP_CXX nlohmann_json::nlohmann_json ICU::uc PkgConfig::LWCL_ZSTD
-                                           PNG::PNG)
+                                           PNG::PNG ZLIB::ZLIB)
   if(LWCL_OPENBLAS_LIBRARY AND LWCL_OPENBLAS_INCLUDE_DIR)
     target_link_libraries(lwcl_deps INTERFACE ${LWCL_OPENBLAS_LIBRARY})
     target_include_directories(lwcl_deps SYSTEM INTERFACE ${LWCL_OPENBLAS_INCLUDE_DIR})

@@ -35,20 +35,15 @@ void dump_logits(const std::string& path, const std::vector<std::int32_t>& ids, 
   const auto T = static_cast<std::int64_t>(ids.size());
   const std::int64_t v = V;
   const std::uint32_t version = 1, type = 0;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write("LWCLLGT1", 8);
-    f.write(reinterpret_cast<const char*>(&version), 4);
-    f.write(reinterpret_cast<const char*>(&type), 4);
-    f.write(reinterpret_cast<const char*>(&T), 8);
-    f.write(reinterpret_cast<const char*>(&v), 8);
-    f.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(std::int32_t)));
-    f.write(reinterpret_cast<const char*>(logits), static_cast<std::streamsize>(T * v * static_cast<std::int64_t>(sizeof(float))));
-    f.flush();
-    check(f.good(), "eval_model: writing '", tmp, "' failed");
-  }
-  std::filesystem::rename(tmp, path);
+  atomic_file f(path);
+  f.write("LWCLLGT1", 8);
+  f.write(&version, 4);
+  f.write(&type, 4);
+  f.write(&T, 8);
+  f.write(&v, 8);
+  f.write(ids.data(), ids.size() * sizeof(std::int32_t));
+  f.write(logits, static_cast<std::size_t>(T * v) * sizeof(float));
+  f.commit();
 }
 
 }  // namespace

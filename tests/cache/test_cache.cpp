@@ -468,6 +468,55 @@ TEST_CASE("disk records written earlier are reopened, compressed ones too") {
                        doctest::Contains("is stored with encoding exponent"), lwcl::error);
 }
 
+// The record with both CRC-32s recomputed, as a writer that meant these bytes would have sealed it: the
+// field checks behind the checksums are reached.
+std::string reseal(std::string b) {
+  using L = cache_detail::header_layout;
+  auto* h = reinterpret_cast<std::byte*>(b.data());
+  REQUIRE(b.size() >= feature_record_header_bytes);
+  cache_detail::store_le<std::uint32_t>(h, L::payload_crc, cache_detail::crc32_of(h + feature_record_header_bytes,
+                                                                                 b.size() - feature_record_header_bytes));
+  cache_detail::store_le<std::uint32_t>(h, L::header_crc, cache_detail::crc32_of(h, L::header_crc));
+  return b;
+}
+
+TEST_CASE("the records' checksum is CRC-32 (ISO-HDLC), whose check value is 0xCBF43926") {
+  const std::string check = "123456789";  // the catalogue's check input for every CRC
+  CHECK(cache_detail::crc32_of(reinterpret_cast<const std::byte*>(check.data()), check.size()) == 0xCBF43926u);
+  CHECK(cache_detail::crc32_of(nullptr, 0) == 0u);
+}
+
+TEST_CASE("a record changed on the disk fails its checksum rather than being trained on") {
+  temp_dir dir("checksum");
+  const shape s{2, 4, 16};
+  const std::vector<float> v = activations(2, 4, 16, 29);
+  std::vector<float> out(v.size());
+  const feature_key k{1, source::student, 3};
+  feature_cache<disk_store> cache(dir.path);
+  cache.put(k, v.data(), s, 7);
+  const fs::path p = cache.store().path_of(k);
+  const std::string good = slurp(p);
+  // One bit of one activation, anywhere in the payload: still a well-formed record, with a wrong value.
+  for (const std::size_t at : {feature_record_header_bytes, feature_record_header_bytes + 301, good.size() - 1}) {
+    CAPTURE(at);
+    std::string b = good;
+    b[at] = static_cast<char>(b[at] ^ 0x04);
+    overwrite(p, b);
+    CHECK_THROWS_WITH_AS(cache.get(k, out.data(), s, 7), doctest::Contains("has a corrupted payload: its CRC-32 is"),
+                         lwcl::error);
+  }
+  // A header field that still passes every range check (the weights version 7 -> 6).
+  std::string b = good;
+  b[40] = 6;
+  overwrite(p, b);
+  CHECK_THROWS_WITH_AS(cache.get(k, out.data(), s, 7), doctest::Contains("has a corrupted header"), lwcl::error);
+  CHECK_THROWS_WITH_AS(disk_store(dir.path), doctest::Contains("has a corrupted header"), lwcl::error);
+  // Restored, it reads back bit for bit.
+  overwrite(p, good);
+  cache.get(k, out.data(), s, 7);
+  CHECK(same_bits(v, out));
+}
+
 TEST_CASE("truncated or corrupt disk records are errors naming the file") {
   temp_dir dir("corrupt");
   const shape s{2, 4, 16};
@@ -495,18 +544,22 @@ TEST_CASE("truncated or corrupt disk records are errors naming the file") {
   b[0] = 'X';
   expect(b, "is not a feature record");
   b = good;
-  b[8] = 2;
-  expect(b, "has format version 2, expected 1");
+  b[8] = 1;
+  expect(b, "has format version 1, expected 2");
   b = good;
   b[33] = 4;  // dtype code of i32
-  expect(b, "has dtype code 4");
+  expect(reseal(b), "has dtype code 4");
   b = good;
   b[35] = 7;
-  expect(b, "has rank 7");
+  expect(reseal(b), "has rank 7");
   b = good;
   b[48] = 3;  // first extent 2 -> 3 without the byte counts following
-  expect(b, "declares 512 raw bytes, but f32[3, 4, 16] needs 768");
-  expect(slurp(cache.store().path_of(k2)).replace(24, 1, 1, '\x05'), "holds the record of boundary 0, teacher, batch 5");
+  expect(reseal(b), "declares 512 raw bytes, but f32[3, 4, 16] needs 768");
+  b = good;
+  b[118] = 1;
+  expect(reseal(b), "has non-zero reserved header bytes");
+  expect(reseal(slurp(cache.store().path_of(k2)).replace(24, 1, 1, '\x05')),
+         "holds the record of boundary 0, teacher, batch 5");
 
   // Reopening a directory with a damaged record fails at once, naming it.
   overwrite(p, good.substr(0, 50));
@@ -525,10 +578,12 @@ TEST_CASE("truncated or corrupt disk records are errors naming the file") {
   const std::string cg = slurp(pc);
   overwrite(pc, cg.substr(0, cg.size() - 1));
   CHECK_THROWS_WITH_AS(cc.get(k, out_big.data(), big), doctest::Contains("bytes after the header"), lwcl::error);
-  // A consistent header over a damaged payload: the codec's own bounds catch it.
+  // A damaged payload fails its checksum; sealed as if meant, the codec's own bounds catch it.
   std::string bad = cg;
   bad[feature_record_header_bytes + 8] = '\x01';  // element count inside the exponent payload
   overwrite(pc, bad);
+  CHECK_THROWS_WITH_AS(cc.get(k, out_big.data(), big), doctest::Contains("has a corrupted payload"), lwcl::error);
+  overwrite(pc, reseal(bad));
   CHECK_THROWS_WITH_AS(cc.get(k, out_big.data(), big), doctest::Contains("exponent_codec: payload holds 4097 elements"),
                        lwcl::error);
 }

@@ -1,8 +1,9 @@
 #pragma once
 // disk_store: the disk tier of the feature cache, one file per key in a directory of the run
-// (b<boundary>.<teacher|student>.<batch>.lwfc), written to a temporary name and renamed, read by memory
-// map. Every record starts with a checked 128-byte header (layout in docs/feature-cache.md); payloads
-// carry no checksum, but every size and offset is bounds-checked before a byte is read.
+// (b<boundary>.<teacher|student>.<batch>.lwfc), written through atomic_file (a temporary renamed over the
+// name), read by memory map. Every record starts with a checked 128-byte header (layout in
+// docs/feature-cache.md) that carries CRC-32s of itself and of the payload: every size and offset is
+// bounds-checked before a byte is read, and a record changed on the disk is an error, never trained on.
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -26,12 +27,15 @@
 #include <system_error>
 #include <vector>
 
+#include <zlib.h>
+
 #include "lwcl/cache/concept.hpp"
+#include "lwcl/core/fs.hpp"
 
 namespace lwcl::cache {
 
 inline constexpr char feature_record_magic[8] = {'L', 'W', 'C', 'L', 'F', 'E', 'A', '1'};
-inline constexpr std::uint32_t feature_record_version = 1;
+inline constexpr std::uint32_t feature_record_version = 2;
 inline constexpr std::size_t feature_record_header_bytes = 128;
 inline constexpr std::string_view feature_record_extension = ".lwfc";
 
@@ -41,8 +45,21 @@ namespace cache_detail {
 struct header_layout {
   static constexpr std::size_t magic = 0, format = 8, header_bytes = 12, boundary = 16, batch = 24, src = 32,
                                type = 33, enc = 34, rank = 35, reserved0 = 36, version = 40, extents = 48,
-                               raw_bytes = 96, payload_bytes = 104, reserved1 = 112;
+                               raw_bytes = 96, payload_bytes = 104, payload_crc = 112, reserved1 = 116,
+                               header_crc = 124;
 };
+
+// CRC-32 (zlib's, the ISO-HDLC polynomial) of bytes, in pieces of at most 1 GiB (zlib's length is 32-bit).
+inline std::uint32_t crc32_of(const std::byte* p, std::size_t n) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  while (n > 0) {
+    const std::size_t piece = n < (std::size_t{1} << 30) ? n : (std::size_t{1} << 30);
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(p), static_cast<uInt>(piece));
+    p += piece;
+    n -= piece;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
 
 template <class T>
 void store_le(std::byte* base, std::size_t offset, T v) {
@@ -55,7 +72,8 @@ T load_le(const std::byte* base, std::size_t offset) {
   return v;
 }
 
-inline std::array<std::byte, feature_record_header_bytes> encode_header(const feature_key& k, const record_meta& m) {
+inline std::array<std::byte, feature_record_header_bytes> encode_header(const feature_key& k, const record_meta& m,
+                                                                       std::uint32_t payload_crc) {
   using L = header_layout;
   std::array<std::byte, feature_record_header_bytes> h{};
   std::memcpy(h.data() + L::magic, feature_record_magic, 8);
@@ -72,12 +90,15 @@ inline std::array<std::byte, feature_record_header_bytes> encode_header(const fe
     store_le<std::int64_t>(h.data(), L::extents + 8 * static_cast<std::size_t>(i), m.shape[i]);
   store_le<std::uint64_t>(h.data(), L::raw_bytes, m.raw_bytes());
   store_le<std::uint64_t>(h.data(), L::payload_bytes, m.stored_bytes);
+  store_le<std::uint32_t>(h.data(), L::payload_crc, payload_crc);
+  store_le<std::uint32_t>(h.data(), L::header_crc, crc32_of(h.data(), L::header_crc));
   return h;
 }
 
 struct record_header {
   feature_key key;
   record_meta meta;
+  std::uint32_t payload_crc = 0;
 };
 
 // Validates a record header against the file's size. `h` holds at least feature_record_header_bytes
@@ -93,8 +114,11 @@ inline record_header decode_header(const std::byte* h, std::uint64_t file_bytes,
   const auto header_bytes = load_le<std::uint32_t>(h, L::header_bytes);
   check(header_bytes == feature_record_header_bytes, where(), " declares a ", header_bytes, "-byte header, expected ",
         feature_record_header_bytes);
+  const auto stored_crc = load_le<std::uint32_t>(h, L::header_crc), crc = crc32_of(h, L::header_crc);
+  check(stored_crc == crc, where(), " has a corrupted header: its CRC-32 is ", crc, ", the header records ", stored_crc,
+        " (the file changed after it was written; delete it, or the cache directory, to recompute it)");
   bool reserved_zero = load_le<std::uint32_t>(h, L::reserved0) == 0;
-  for (std::size_t i = L::reserved1; i < feature_record_header_bytes; ++i) reserved_zero = reserved_zero && h[i] == std::byte{0};
+  for (std::size_t i = L::reserved1; i < L::header_crc; ++i) reserved_zero = reserved_zero && h[i] == std::byte{0};
   check(reserved_zero, where(), " has non-zero reserved header bytes");
 
   record_header r;
@@ -135,6 +159,7 @@ inline record_header decode_header(const std::byte* h, std::uint64_t file_bytes,
   check(raw == r.meta.raw_bytes(), where(), " declares ", raw, " raw bytes, but ", dtype_name(r.meta.type),
         r.meta.shape.str(), " needs ", r.meta.raw_bytes());
   r.meta.stored_bytes = load_le<std::uint64_t>(h, L::payload_bytes);
+  r.payload_crc = load_le<std::uint32_t>(h, L::payload_crc);
   check(r.meta.enc != encoding::raw || r.meta.stored_bytes == raw, where(), " is raw but declares a ",
         r.meta.stored_bytes, "-byte payload for ", raw, " raw bytes");
   const std::uint64_t held = file_bytes - feature_record_header_bytes;
@@ -173,21 +198,6 @@ struct fd_guard {
     if (fd >= 0) ::close(fd);
   }
 };
-
-inline std::atomic<std::uint64_t>& temp_counter() {
-  static std::atomic<std::uint64_t> n{0};
-  return n;
-}
-
-inline void write_all(int fd, const std::byte* p, std::size_t n, const std::string& path) {
-  while (n > 0) {
-    const ::ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    check(w > 0, "disk_store: writing '", path, "' failed: ", std::strerror(errno));
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
 
 }  // namespace cache_detail
 
@@ -242,27 +252,26 @@ class disk_store {
 
   void put(const feature_key& k, const record_meta& m, std::span<const std::byte> payload) {
     cache_detail::check_record(name, k, m, payload.size());
-    const std::string path = path_of(k).string();
-    const std::string tmp = lwcl::detail::concat(path, ".tmp.", ::getpid(), ".", cache_detail::temp_counter()++);
-    {
-      cache_detail::fd_guard f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)};
-      check(f.fd >= 0, "disk_store: cannot create '", tmp, "': ", std::strerror(errno));
-      try {
-        const auto header = cache_detail::encode_header(k, m);
-        cache_detail::write_all(f.fd, header.data(), header.size(), tmp);
-        cache_detail::write_all(f.fd, payload.data(), payload.size(), tmp);
-        check(::close(std::exchange(f.fd, -1)) == 0, "disk_store: closing '", tmp, "' failed: ", std::strerror(errno));
-      } catch (...) {
-        ::unlink(tmp.c_str());
-        throw;
-      }
+    const std::filesystem::path path = path_of(k);
+    // Each writer its own temporary (threads may put one key at once); the rename alone, no fsync: a
+    // record torn by a lost machine fails its CRC, and features can always be recomputed.
+    const auto prefixed = [](const error& e) { return error(lwcl::detail::concat("disk_store: ", e.what())); };
+    std::optional<atomic_file> f;
+    try {
+      f.emplace(path, write_options{.sync = durability::process, .unique_temporary = true});
+      const auto header = cache_detail::encode_header(k, m, cache_detail::crc32_of(payload.data(), payload.size()));
+      f->write(header.data(), header.size());
+      f->write(payload.data(), payload.size());
+    } catch (const error& e) {
+      throw prefixed(e);
     }
     const std::uint64_t bytes = feature_record_header_bytes + payload.size();
+    // The rename and the index together under the lock: a reader opens the old file or the new one.
     std::unique_lock lock(mu_);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      fail("disk_store: cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
+    try {
+      f->commit();
+    } catch (const error& e) {
+      throw prefixed(e);
     }
     auto [it, inserted] = index_.try_emplace(k, entry{m, bytes});
     if (!inserted) {
@@ -301,6 +310,10 @@ class disk_store {
     const cache_detail::record_header h = cache_detail::decode_header(map->data(), map->size(), path);
     check(h.key == k, "disk_store: '", path, "' holds the record of ", h.key.str(), ", expected ", k.str());
     const std::span<const std::byte> payload(map->data() + feature_record_header_bytes, h.meta.stored_bytes);
+    const std::uint32_t crc = cache_detail::crc32_of(payload.data(), payload.size());
+    check(crc == h.payload_crc, "disk_store: '", path, "' has a corrupted payload: its CRC-32 is ", crc,
+          ", the header records ", h.payload_crc, " (the file changed after it was written; delete it, or the "
+          "cache directory, to recompute it)");
     return record_view{h.meta, payload, map};
   }
 

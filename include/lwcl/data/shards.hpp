@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
 
 namespace lwcl::data {
 
@@ -32,10 +33,9 @@ inline void write_shard(const std::string& path, const std::vector<std::int32_t>
   for (std::size_t i = 0; i < tokens.size(); ++i)
     check(tokens[i] >= 0 && static_cast<std::uint64_t>(tokens[i]) < vocab_size, "write_shard: token ", tokens[i],
           " at position ", i, " is outside the vocabulary of ", vocab_size);
-  const std::string tmp = path + ".tmp";
-  try {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), "write_shard: cannot open '", tmp, "' for writing");
+  {
+    atomic_file file(path);
+    std::ostream& out = file.stream();
     const std::uint32_t version = 1;
     const std::uint64_t count = tokens.size();
     out.write(shard_magic, 8);
@@ -52,14 +52,8 @@ inline void write_shard(const std::string& path, const std::vector<std::int32_t>
         out.write(reinterpret_cast<const char*>(&t), 4);
       }
     }
-    out.flush();
-    check(out.good(), "write_shard: writing '", tmp, "' failed");
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
+    file.commit();
   }
-  std::filesystem::rename(tmp, path);
 }
 
 // A read-only, memory-mapped shard.

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
 
 namespace lwcl::report {
 
@@ -748,29 +749,15 @@ inline std::vector<unsigned char> encode_png(const image& img, const std::string
 
 }  // namespace detail
 
-// Renders the chart and writes it as an RGB PNG at path, through path + ".tmp" and a rename. Any error
-// (those of layout, or a file that cannot be written) leaves neither the file nor the temporary behind.
+// Renders the chart and writes it as an RGB PNG at path, atomically (atomic_file). Any error (those of
+// layout, or a file that cannot be written) leaves neither the file nor the temporary behind.
 inline void write_png(const chart& c, const std::filesystem::path& path) {
   const std::string who = detail::chart_name(c);
   const std::vector<unsigned char> bytes = detail::encode_png(render(c), who);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  std::FILE* out = std::fopen(tmp.c_str(), "wb");
-  check(out != nullptr, who, ": cannot write '", path.string(), "': ", std::strerror(errno));
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
-  const int write_errno = errno;
-  const bool closed = std::fclose(out) == 0;
-  const int close_errno = errno;
-  std::error_code ec;
-  if (!written || !closed) {
-    std::filesystem::remove(tmp, ec);
-    fail(who, ": writing '", tmp.string(), "' failed: ", std::strerror(!written ? write_errno : close_errno));
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail(who, ": cannot write '", path.string(), "': renaming '", tmp.string(), "' failed: ", ec.message());
+  try {
+    write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const error& e) {
+    fail(who, ": ", e.what());
   }
 }
 

@@ -298,14 +298,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
     const auto name = detail::step_name(step);
     const auto dir = checkpoints.start(name);  // emptied: a half-written folder of a killed run goes
     checkpoint::save_hf(net, dir.string(), {.weights = {}, .tokenizer_from = tok_dir.string()});
-    {
-      const auto tmp = (dir / "optimizer.bin.tmp").string();
-      std::ofstream f(tmp, std::ios::binary);
-      adam.save(f);
-      f.flush();
-      check(f.good(), "train_lm: writing '", tmp, "' failed");
-    }
-    fs::rename(dir / "optimizer.bin.tmp", dir / "optimizer.bin");
+    write_stream_atomic(dir / "optimizer.bin", [&](std::ostream& f) { adam.save(f); });
     write_text_atomic(dir / "state.json", nlohmann::json({{"step", step}}).dump() + "\n");
     checkpoints.commit(name);  // `latest`, then only the newest keep_checkpoints folders remain
   };

@@ -51,29 +51,14 @@ inline std::string checkpoint_name(long global_step, std::size_t phase, index_t 
   return buf;
 }
 
-namespace checkpoint_detail {
-
-inline void write_binary(const std::filesystem::path& path, const void* data, std::size_t bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-  f.flush();
-  check(f.good(), "pipeline: writing '", path.string(), "' failed");
-}
-
-}  // namespace checkpoint_detail
-
 // Writes the files of a checkpoint into `dir` (checkpoint_dir::start made it; commit names it latest
 // after): the student's parameters, the segment's state when `seg` is given, and state.json.
 template <class Segment>
 void write_checkpoint(const std::filesystem::path& dir, const checkpoint_state& state, std::span<const double> params,
                       const Segment* seg) {
-  checkpoint_detail::write_binary(dir / "student.bin", params.data(), params.size_bytes());
-  if (seg) {
-    std::ofstream f(dir / "segment.bin", std::ios::binary);
-    seg->save_state(f);
-    f.flush();
-    check(f.good(), "pipeline: writing '", (dir / "segment.bin").string(), "' failed");
-  }
+  write_file_atomic(dir / "student.bin",
+                    std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes()));
+  if (seg) write_stream_atomic(dir / "segment.bin", [&](std::ostream& f) { seg->save_state(f); });
   write_text_atomic(dir / "state.json", nlohmann::json(state).dump() + "\n");
 }
 

@@ -42,9 +42,7 @@ inline std::vector<std::string> copy_tokenizer(const std::filesystem::path& from
                         "special_tokens_map.json", "added_tokens.json"}) {
     if (!fs::exists(from / f)) continue;
     if (fs::exists(to / f) && fs::equivalent(from / f, to / f)) continue;
-    const auto tmp = (to / f).string() + ".tmp";
-    fs::copy_file(from / f, tmp, fs::copy_options::overwrite_existing);
-    fs::rename(tmp, to / f);
+    write_file_atomic(to / f, read_text(from / f));
     written.push_back(f);
   }
   if (fs::exists(from / "vocab.json") && fs::exists(from / "merges.txt") && !fs::exists(from / "tokenizer_config.json")) {
@@ -439,12 +437,7 @@ void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& d
   for (const auto& [name, t] : out) items.push_back({name, out_type, t.dims, t.bytes.data()});
   write_safetensors((fs::path(dir) / "model.safetensors").string(), items, {{"format", "pt"}});
   const auto cfg_path = (fs::path(dir) / "config.json").string();
-  {
-    std::ofstream f(cfg_path + ".tmp");
-    f << j.dump(2) << '\n';
-    check(f.good(), "save_hf: writing '", cfg_path, ".tmp' failed");
-  }
-  fs::rename(cfg_path + ".tmp", cfg_path);
+  write_text_atomic(cfg_path, j.dump(2) + "\n");
   if (!o.tokenizer_from.empty()) copy_tokenizer(o.tokenizer_from, dir, cfg.max_seq);
 }
 

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
 #include "lwcl/tensor/dtype.hpp"
 #include "lwcl/tensor/shape.hpp"
 
@@ -277,22 +278,14 @@ inline void write_safetensors(const std::string& path, const std::vector<safeten
   }
   std::string text = header.dump();
   text.resize((text.size() + 7) / 8 * 8, ' ');
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), "write_safetensors: cannot open '", tmp, "' for writing");
-    unsigned char len[8];
-    std::uint64_t n = text.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& it : items)
-      out.write(static_cast<const char*>(it.data),
-                static_cast<std::streamsize>(static_cast<std::size_t>(it.dims.numel()) * dtype_size(it.type)));
-    out.flush();
-    check(out.good(), "write_safetensors: writing '", tmp, "' failed");
-  }
-  std::filesystem::rename(tmp, path);
+  atomic_file out(path);
+  unsigned char len[8];
+  std::uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  out.write(len, 8);
+  out.write(text.data(), text.size());
+  for (const auto& it : items) out.write(it.data, static_cast<std::size_t>(it.dims.numel()) * dtype_size(it.type));
+  out.commit();
 }
 
 }  // namespace lwcl::checkpoint

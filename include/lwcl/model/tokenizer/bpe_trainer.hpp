@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
 #include "lwcl/core/progress.hpp"
 #include "lwcl/model/tokenizer/byte_bpe.hpp"
 
@@ -88,19 +89,11 @@ inline void save_bpe_vocabulary(const bpe_vocabulary& v, const std::string& dir)
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < v.tokens.size(); ++i) vocab[v.tokens[i]] = i;
   const auto vpath = (fs::path(dir) / "vocab.json").string(), mpath = (fs::path(dir) / "merges.txt").string();
-  {
-    std::ofstream f(vpath + ".tmp");
-    f << vocab.dump() << '\n';
-    check(f.good(), "save_bpe_vocabulary: writing '", vpath, ".tmp' failed");
-  }
-  {
-    std::ofstream f(mpath + ".tmp");
+  write_text_atomic(vpath, vocab.dump() + "\n");
+  write_stream_atomic(mpath, [&](std::ostream& f) {
     f << "#version: 0.2\n";
     for (const auto& [a, b] : v.merges) f << a << ' ' << b << '\n';
-    check(f.good(), "save_bpe_vocabulary: writing '", mpath, ".tmp' failed");
-  }
-  fs::rename(vpath + ".tmp", vpath);
-  fs::rename(mpath + ".tmp", mpath);
+  });
 }
 
 }  // namespace lwcl::tokenizer

@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -12,6 +11,7 @@
 #include <tuple>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
 #include "lwcl/cache/disk_store.hpp"
 #include "lwcl/cache/feature_cache.hpp"
 #include "lwcl/policies/cache/concept.hpp"
@@ -32,12 +32,11 @@ struct disk {
     std::filesystem::create_directories(dir, ec);
     check(!ec, "cache::disk: cannot create the feature cache directory '", dir.string(), "': ", ec.message());
     const auto probe = dir / ".write_probe";
-    {
-      std::ofstream f(probe, std::ios::binary);
-      f << "lwcl";
-      f.flush();
-      check(f.good(), "cache::disk: the feature cache directory '", dir.string(),
-            "' cannot be written; pick a writable run directory or cache::disk{.folder = ...}");
+    try {
+      write_file_atomic(probe, "lwcl", {.sync = durability::process});
+    } catch (const error& e) {
+      fail("cache::disk: the feature cache directory '", dir.string(), "' cannot be written (", e.what(),
+           "); pick a writable run directory or cache::disk{.folder = ...}");
     }
     std::filesystem::remove(probe, ec);
     return {dir};
