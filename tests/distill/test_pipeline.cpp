@@ -673,9 +673,18 @@ TEST_CASE("pipeline: token and seconds budgets, and bad input") {
   CHECK_THROWS_WITH_AS(
       distill::make_pipeline(su.be, unwritable, quiet(8)).run(su.source(), student, identity4, loader, su.dir / "unw"),
       doctest::Contains("cannot create the feature cache directory '/proc/lwcl_features'"), lwcl::error);
-  // A poisoned student stops with the step named.
+  // A poisoned student stops with the step, the segment, the tensor and the features it read named.
   auto poisoned = su.pruned();
   poisoned.params[static_cast<std::size_t>(poisoned.layout.find("layers.0.norm1.weight").offset)] = std::nan("");
-  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, quiet(8)).run(su.source(), poisoned, identity4, loader, su.dir / "nan"),
-                       doctest::Contains("pipeline: phase 0, segment [0, 1), step 1 (global step 1)"), lwcl::error);
+  std::string message;
+  try {
+    distill::make_pipeline(su.be, bundle, quiet(8)).run(su.source(), poisoned, identity4, loader, su.dir / "nan");
+  } catch (const lwcl::error& e) {
+    message = e.what();
+  }
+  CAPTURE(message);
+  CHECK(message.find("pipeline: phase 0, segment [0, 1), step 1 (global step 1)") != std::string::npos);
+  CHECK(message.find("parameter 'layers.0.norm1.weight'") != std::string::npos);
+  CHECK(message.find("holds nan at element 0") != std::string::npos);
+  CHECK(message.find("target: the teacher's at boundary 1, batch ") != std::string::npos);
 }

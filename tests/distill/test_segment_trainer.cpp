@@ -4,7 +4,10 @@
 // diverging run stops with the segment and step named.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "lwcl/backend/host/host.hpp"
@@ -154,4 +157,21 @@ TEST_CASE("segment_trainer: bad input and divergence raise lwcl::error") {
   std::vector<double> x(static_cast<std::size_t>(B * T * C), 1.0), y(x.size(), std::nan(""));
   CHECK_THROWS_WITH_AS(seg.step(tensor(x.data(), {B, T, C}), tensor(y.data(), {B, T, C}), 1e-3),
                        doctest::Contains("segment [0, 1) stopped at its step 1"), lwcl::error);
+  // The tensor that holds the NaN or infinity is named: the target, the input, a parameter.
+  CHECK_THROWS_WITH_AS(seg.step(tensor(x.data(), {B, T, C}), tensor(y.data(), {B, T, C}), 1e-3),
+                       doctest::Contains("its target features hold nan at element 0 of"), lwcl::error);
+  std::fill(y.begin(), y.end(), 0.5);
+  x[5] = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(seg.step(tensor(x.data(), {B, T, C}), tensor(y.data(), {B, T, C}), 1e-3),
+                       doctest::Contains("its input features hold inf at element 5 of"), lwcl::error);
+  x[5] = 1.0;
+  const auto& w = f.student->layout().find("layers.0.norm2.weight");
+  params[static_cast<std::size_t>(w.offset + 3)] = std::nan("");
+  distill::segment_trainer<backend::cpu> poisoned(f.be, f.student->config(), 0, 1, f.student->layout(), params,
+                                                  dtype::f64, {});
+  const std::string named = "parameter 'layers.0.norm2.weight' " + w.shape.str() + " holds nan at element 3";
+  CHECK_THROWS_WITH_AS(poisoned.step(tensor(x.data(), {B, T, C}), tensor(y.data(), {B, T, C}), 1e-3),
+                       doctest::Contains(named.c_str()), lwcl::error);
+  // Finite inputs and parameters: nothing to name.
+  CHECK(seg.locate_nonfinite(tensor(x.data(), {B, T, C}), tensor(y.data(), {B, T, C})).empty());
 }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,8 +113,8 @@ class segment_trainer {
   }
 
   // One optimisation step on (x, target): gradients, global-norm clipping, AdamW at `lr`. Returns the
-  // loss before the update. A non-finite loss or gradient norm is an lwcl::error naming the segment
-  // and its step.
+  // loss before the update. A non-finite loss or gradient norm is an lwcl::error naming the segment,
+  // its step and, where one holds a NaN or an infinity, the tensor (locate_nonfinite).
   double step(const tensor& x, const tensor& target, double lr) {
     const long n = opt_->steps() + 1;
     try {
@@ -122,8 +123,25 @@ class segment_trainer {
       opt_->step(grads(), lr);
       return l;
     } catch (const lwcl::error& e) {
-      fail("segment [", first_, ", ", last_, ") stopped at its step ", n, ": ", e.what());
+      const std::string where = locate_nonfinite(x, target);
+      fail("segment [", first_, ", ", last_, ") stopped at its step ", n, ": ", e.what(), where.empty() ? "" : "; ",
+           where);
     }
+  }
+
+  // Where a NaN or an infinity sits among what a step reads: its input, its target, or the first of the
+  // segment's parameter tensors that holds one (by name, with the element), before any update. Empty
+  // when every value is finite (the overflow arose inside the computation).
+  std::string locate_nonfinite(const tensor& x, const tensor& target) const {
+    if (const auto at = first_nonfinite(x)) return detail::concat("its input features hold ", at->second, " at element ", at->first, " of ", x.numel());
+    if (const auto at = first_nonfinite(target))
+      return detail::concat("its target features hold ", at->second, " at element ", at->first, " of ", target.numel());
+    const auto host = host_copy();
+    for (const auto& e : layout_.entries())
+      for (index_t i = 0; i < e.shape.numel(); ++i)
+        if (const double v = host[static_cast<std::size_t>(e.offset + i)]; !std::isfinite(v))
+          return detail::concat("parameter '", e.name, "' ", e.shape.str(), " holds ", v, " at element ", i);
+    return {};
   }
 
   // Copies the segment's (trained) parameters into the whole student's host parameter vector.
@@ -149,6 +167,19 @@ class segment_trainer {
       std::vector<T> tmp(host.begin(), host.end());
       be_.from_host(params_.data(), tmp.data(), tmp.size() * sizeof(T));
     });
+  }
+  // The first element of t that is not finite, and its value.
+  std::optional<std::pair<index_t, double>> first_nonfinite(const tensor& t) const {
+    if (!t.data || t.numel() == 0) return std::nullopt;
+    std::optional<std::pair<index_t, double>> found;
+    ops::dispatch_storage("segment_trainer", t.type, [&](auto z) {
+      using T = decltype(z);
+      std::vector<T> tmp(static_cast<std::size_t>(t.numel()));
+      be_.to_host(tmp.data(), t.data, tmp.size() * sizeof(T));
+      for (std::size_t i = 0; i < tmp.size() && !found; ++i)
+        if (const double v = static_cast<double>(tmp[i]); !std::isfinite(v)) found.emplace(static_cast<index_t>(i), v);
+    });
+    return found;
   }
   std::vector<double> host_copy() const {
     std::vector<double> out(static_cast<std::size_t>(layout_.numel()));

@@ -567,8 +567,11 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
       try {
         loss = seg.step(x, in.y.view(), lr);
       } catch (const lwcl::error& e) {
+        // Which cached features the step read: its input and its target, by boundary and batch.
+        const char* input = r <= 0 ? "the teacher's" : r >= 1 ? "the student's" : "a mix of the teacher's and the student's";
         fail("pipeline: phase ", p, ", segment [", sg.first, ", ", sg.last, "), step ", s + 1, " (global step ",
-             res_.segment_steps + 1, "): ", e.what());
+             res_.segment_steps + 1, "): ", e.what(), " (input: ", input, " features at boundary ", sg.first,
+             ", target: the teacher's at boundary ", sg.last, ", batch ", fd.batch_of(s), ")");
       }
       if (s == 0) {
         rep.loss_first = loss;
