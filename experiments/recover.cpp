@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     }
     for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json"})
       if (fs::exists(fs::path(opt.teacher) / f))
-        fs::copy_file(fs::path(opt.teacher) / f, fs::path(opt.out) / "student" / f, fs::copy_options::overwrite_existing);
+        write_file_atomic(fs::path(opt.out) / "student" / f, read_text(fs::path(opt.teacher) / f));
     std::printf("recover: %ld segment steps + %ld KD steps, %ld tokens in %.1f s%s; peak compute %s, peak cache %s, "
                 "stall %.1f%% of step time\n",
                 r.segment_steps, r.kd_steps, r.tokens, r.seconds, r.resumed ? " (resumed)" : "",

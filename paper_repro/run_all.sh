@@ -50,7 +50,7 @@ tdir() { if [ $quick = 1 ]; then echo "$out/teachers/$1"; else echo "runs/teache
 train() {  # train <processor> <name> <family> <data>
   local cpu=$1 name=$2 family=$3 data=$4 dir
   dir=$(tdir "$name")
-  [ -d "$dir/model" ] && return 0
+  [ -f "$dir/report.json" ] && return 0  # written last: a finished teacher
   if [ $quick = 1 ]; then
     say "training the teacher $dir"
     $x/experiments/train_teacher --data "$data" --preset tiny --family "$family" --steps 40 --out "$dir" --quiet
@@ -97,7 +97,7 @@ if [ $quick = 1 ] || [ "$(nproc)" -lt 2 ]; then
   rm -f "$out/.tqueue0"
 else
   pending=0
-  for t in "${teachers[@]}"; do read -r name _ <<<"$t"; [ -d "$(tdir "$name")/model" ] || pending=1; done
+  for t in "${teachers[@]}"; do read -r name _ <<<"$t"; [ -f "$(tdir "$name")/report.json" ] || pending=1; done
   if [ $pending = 1 ]; then
     say "training the teachers in two queues (about 35 minutes each, single-threaded)"
     tqueue 0 0 1 & tp0=$!

@@ -117,6 +117,14 @@ TEST_CASE("a write past the file-size limit is an error naming the file and the 
     // Through the stream as well: the failure surfaces at commit.
     CHECK_THROWS_WITH_AS(write_stream_atomic(target, [&](std::ostream& os) { os << big; }),
                          doctest::Contains("the file-size limit was reached"), lwcl::error);
+    // A writer that checks its own stream first (adamw::save does): the error still names the file and
+    // the reason.
+    CHECK_THROWS_WITH_AS(write_stream_atomic(target,
+                                             [&](std::ostream& os) {
+                                               os << big;
+                                               check(os.good(), "the writer's own check");
+                                             }),
+                         doctest::Contains("the file-size limit was reached"), lwcl::error);
     // Under the limit, writes still succeed.
     write_file_atomic(dir / "small", "fits");
   }

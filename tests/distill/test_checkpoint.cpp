@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/fs.hpp"
 #include "lwcl/distill/pipeline/checkpoint.hpp"
 #include "lwcl/distill/pipeline/result.hpp"
 
@@ -105,6 +106,15 @@ TEST_CASE("pipeline_result: report.json holds the totals and the figures that fo
   CHECK(j.at("budget_exhausted") == false);
 }
 
+TEST_CASE("the fuzz seeds' checkpoint state (tests/data) has every field write_checkpoint writes") {
+  const auto j = nlohmann::json::parse(read_text(std::string(LWCL_TEST_DATA_DIR) + "/pipeline_checkpoint_state.json"));
+  const auto s = j.get<checkpoint_state>();
+  CHECK(s.totals.visits.size() == 2);
+  CHECK(s.totals.curve.size() == 1);
+  CHECK(s.student_parameters == 123648);
+  CHECK(nlohmann::json(s).dump() == j.dump());  // nothing missing, nothing extra
+}
+
 TEST_CASE("checkpoint_state: written and read back whole; a checkpoint of another student or run is refused") {
   const fs::path dir = fs::temp_directory_path() / "lwcl_test_checkpoint_state";
   fs::remove_all(dir);
@@ -173,5 +183,32 @@ TEST_CASE("checkpoint_state: written and read back whole; a checkpoint of anothe
   fs::resize_file(dir / "student.bin", 16);
   CHECK_THROWS_WITH_AS(read_checkpoint(dir, back, c.fingerprint), doctest::Contains("is shorter than the student's"),
                        lwcl::error);
+  // Damaged files are errors naming them: a student.bin too long or holding a NaN, a state.json that is
+  // not JSON or not of the checkpoint's shape.
+  write_checkpoint(dir, c, params, none);
+  fs::resize_file(dir / "student.bin", 48);
+  CHECK_THROWS_WITH_AS(read_checkpoint(dir, back, c.fingerprint),
+                       doctest::Contains("student.bin' is longer than the student's 5 parameters"), lwcl::error);
+  std::vector<double> poisoned = params;
+  poisoned[2] = std::numeric_limits<double>::quiet_NaN();
+  write_checkpoint(dir, c, poisoned, none);
+  CHECK_THROWS_WITH_AS(read_checkpoint(dir, back, c.fingerprint),
+                       doctest::Contains("holds nan at parameter 2; the checkpoint is damaged"), lwcl::error);
+  // A float where an integer belongs (nlohmann would cast it, undefined out of range).
+  write_text_atomic(dir / "state.json", R"({"metrics_records": 1e300})");
+  CHECK_THROWS_WITH_AS(read_checkpoint(dir, back, c.fingerprint), doctest::Contains("metrics_records is 1e+300, expected an integer"),
+                       lwcl::error);
+  auto j = nlohmann::json(c);
+  j["totals"]["visits"][0]["steps"] = -2.5;
+  write_text_atomic(dir / "state.json", j.dump());
+  CHECK_THROWS_WITH_AS(read_checkpoint(dir, back, c.fingerprint),
+                       doctest::Contains("totals.visits[0].steps is -2.5, expected an integer"), lwcl::error);
+  write_checkpoint(dir, c, params, none);
+  for (const char* bad : {"{\"phase\": \"one\"}", "{not json", "[]", ""}) {
+    CAPTURE(bad);
+    write_text_atomic(dir / "state.json", bad);
+    CHECK_THROWS_WITH_AS(read_checkpoint(dir, back, c.fingerprint), doctest::Contains("state.json' is not a checkpoint state"),
+                         lwcl::error);
+  }
   fs::remove_all(dir);
 }

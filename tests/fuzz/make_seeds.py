@@ -8,6 +8,7 @@ import json
 import os
 import random
 import struct
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data")
@@ -88,6 +89,39 @@ def main():
         for bf16 in (0, 1):
             raw = struct.pack("<256f", *[rng.gauss(0, 0.05) for _ in range(256)]) + specials
             put("codecs", "codec%d_bf16_%d" % (codec, bf16), raw + struct.pack("<H", 264) + bytes([bf16, codec]))
+    run_files(rng)
+
+
+def feature_record(boundary, src, batch, dtype, shape, payload, version=0, enc=0, raw_bytes=None):
+    """A disk cache record as docs/feature-cache.md lays it out (format 2, CRC-32s as zlib computes them)."""
+    extents = list(shape) + [0] * (6 - len(shape))
+    if raw_bytes is None:
+        raw_bytes = len(payload)
+    head = b"LWCLFEA1" + struct.pack("<IIqqBBBBIQ6qQQ", 2, 128, boundary, batch, src, dtype, enc, len(shape), 0, version,
+                                     *extents, raw_bytes, len(payload))
+    head += struct.pack("<I", zlib.crc32(payload)) + bytes(8)
+    head += struct.pack("<I", zlib.crc32(head))
+    assert len(head) == 128
+    return head + payload
+
+
+def run_files(rng):
+    """Seeds of fuzz_run_files: the first byte picks the reader (tests/fuzz/fuzz_run_files.cpp)."""
+    f32 = struct.pack("<32f", *[rng.gauss(0, 1) for _ in range(32)])
+    put("run_files", "record_teacher_f32", bytes([0]) + feature_record(0, 0, 0, 0, [2, 16], f32))
+    put("run_files", "record_student_f32", bytes([1]) + feature_record(3, 1, 5, 0, [1, 2, 16], f32, version=7))
+    bf16 = b"".join(struct.pack("<f", rng.gauss(0, 1))[2:] for _ in range(32))
+    put("run_files", "record_bf16", bytes([0]) + feature_record(1, 0, 2, 2, [32], bf16))
+    # A checkpoint's state.json with every field write_checkpoint writes (tests/data/pipeline_checkpoint_state.json;
+    # tests/distill/test_checkpoint.cpp reads it back), made to belong to the target's 16-parameter student.
+    state = json.loads(read(os.path.join(DATA, "pipeline_checkpoint_state.json")))
+    state["student_parameters"] = 16
+    state["fingerprint"] = {"lr": 0.004}
+    put("run_files", "pipeline_state", bytes([2]) + json.dumps(state, sort_keys=True).encode())
+    put("run_files", "pipeline_student", bytes([3]) + struct.pack("<16d", *([0.25] * 16)))
+    moments = struct.pack("<48f", *[abs(rng.gauss(0, 1e-3)) for _ in range(48)])
+    put("run_files", "adamw_f32", bytes([4]) + b"LWCLADW1" + struct.pack("<IIqq", 1, 0, 24, 3) + moments)
+    put("run_files", "teacher_state", bytes([5]) + b'{"step": 40}\n')
 
 
 if __name__ == "__main__":

@@ -262,6 +262,7 @@ class disk_store {
       const auto header = cache_detail::encode_header(k, m, cache_detail::crc32_of(payload.data(), payload.size()));
       f->write(header.data(), header.size());
       f->write(payload.data(), payload.size());
+      f->stream().flush();  // the bytes to the file now, outside the lock
     } catch (const error& e) {
       throw prefixed(e);
     }

@@ -13,7 +13,9 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -63,6 +65,19 @@ inline std::atomic<std::uint64_t>& temporary_counter() {
   return n;
 }
 
+// Fault injection for tests/fault/kill_anywhere.sh: with LWCL_KILL_IN_WRITE=N in the environment, the
+// process kills itself (SIGKILL) in its N-th atomic_file commit, once the temporary is written and
+// before the rename: a kill in the middle of a checkpoint write, at a chosen write. Unset: one getenv.
+inline void kill_point() {
+  static const long at = [] {
+    const char* v = std::getenv("LWCL_KILL_IN_WRITE");
+    return v ? std::strtol(v, nullptr, 10) : 0L;
+  }();
+  if (at <= 0) return;
+  static std::atomic<long> n{0};
+  if (++n == at) std::raise(SIGKILL);
+}
+
 // fsync of a directory, so that a rename into it is on the disk. Filesystems that cannot sync a
 // directory (EINVAL) are left as they are.
 inline int sync_directory(const std::filesystem::path& dir) {
@@ -95,8 +110,9 @@ class atomic_file : private std::streambuf {
     tmp_ = std::move(tmp);
     const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (opt_.unique_temporary ? O_EXCL : O_TRUNC);
     fd_ = ::open(tmp_.c_str(), flags, 0644);
+    const int err = errno;
     check(fd_ >= 0, "cannot write '", target_.string(), "': creating '", tmp_.string(), "' failed: ",
-          fs_detail::reason(errno));
+          fs_detail::reason(err));
     setp(buf_.data(), buf_.data() + buf_.size());
   }
   atomic_file(const atomic_file&) = delete;
@@ -117,11 +133,18 @@ class atomic_file : private std::streambuf {
     if (opt_.sync == durability::synced && ::fsync(fd_) != 0) fail_with(errno, "flushing");
     const int fd = std::exchange(fd_, -1);
     if (::close(fd) != 0) fail_with(errno, "closing");
+    fs_detail::kill_point();
     if (::rename(tmp_.c_str(), target_.c_str()) != 0) fail_with(errno, "renaming");
     done_ = true;
     if (opt_.sync == durability::synced)
       if (const int err = fs_detail::sync_directory(target_.parent_path()); err != 0)
-        fail("cannot write '", target_.string(), "': syncing its directory failed: ", fs_detail::reason(err));
+        fail("'", target_.string(), "' was written, but syncing its directory failed: ", fs_detail::reason(err),
+             " (a lost machine could lose the rename)");
+  }
+  // Throws the write's own error (the file, the reason) when a write into this file has failed: for a
+  // writer whose own check of the stream fired first.
+  void fail_if_write_failed() {
+    if (err_ != 0) fail_with(err_, "writing");
   }
 
  private:
@@ -155,7 +178,7 @@ class atomic_file : private std::streambuf {
     return c;
   }
   std::streamsize xsputn(const char* s, std::streamsize n) override {
-    if (fd_ < 0) return 0;
+    if (fd_ < 0 || n <= 0) return 0;
     const auto room = epptr() - pptr();
     if (n <= room) {
       std::memcpy(pptr(), s, static_cast<std::size_t>(n));
@@ -205,7 +228,12 @@ inline void write_text_atomic(const std::filesystem::path& path, std::string_vie
 template <class Fill>
 void write_stream_atomic(const std::filesystem::path& path, Fill&& fill, write_options o = {}) {
   atomic_file f(path, o);
-  fill(f.stream());
+  try {
+    fill(f.stream());
+  } catch (const error&) {
+    f.fail_if_write_failed();  // a failed write was the cause: name the file and the reason
+    throw;
+  }
   f.commit();
 }
 

@@ -211,6 +211,21 @@ double validation_loss(model::transformer<Backend>& net, const data::shard& s, i
   return sum / static_cast<double>(windows);
 }
 
+// The step a teacher checkpoint's state.json ({"step": N}) records, checked to lie in [1, steps].
+inline long read_lm_step(const std::filesystem::path& path, long steps) {
+  long step = 0;
+  try {
+    const auto state = nlohmann::json::parse(read_text(path));
+    check(state.is_object() && state.contains("step") && state.at("step").is_number_integer(), "train_lm: '",
+          path.string(), "' holds no integer \"step\"");
+    step = state.at("step").get<long>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("train_lm: '", path.string(), "' is not a checkpoint state: ", e.what());
+  }
+  check(step >= 1 && step <= steps, "train_lm: '", path.string(), "' records step ", step, ", expected 1 to ", steps);
+  return step;
+}
+
 // Trains (or resumes) the run in `run_dir` on `data_dir`/{train,validation}.bin. Layout of the run:
 //   config.json            the options (a resume must match them)
 //   metrics.jsonl          one record per step: loss, grad_norm, lr, seconds (+ val_loss at evaluations)
@@ -266,8 +281,7 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   const checkpoint_dir checkpoints(ckdir, "step_", static_cast<std::size_t>(opt.keep_checkpoints));
   if (const auto latest = checkpoints.latest()) {
     const auto dir = *latest;
-    const auto state = nlohmann::json::parse(read_text(dir / "state.json"));
-    step0 = state.at("step").get<long>();
+    step0 = read_lm_step(dir / "state.json", opt.steps);
     checkpoint::load_hf_weights(net, dir.string());
     std::ifstream os(dir / "optimizer.bin", std::ios::binary);
     check(os.good(), "train_lm: cannot read '", (dir / "optimizer.bin").string(), "'");
@@ -384,7 +398,8 @@ struct cached_lm {
 };
 
 // The `preset` gpt2 teacher of the prepared data in `data_dir` (train.bin, validation.bin) in run/model,
-// trained first when absent.
+// trained first when absent. The run's report.json, written last, marks it finished: a run killed while
+// it saved its model is resumed (from its final checkpoint), not taken as trained.
 template <class Backend>
 cached_lm ensure_lm(Backend& be, const std::string& data_dir, const std::string& run, const std::string& preset = "tiny") {
   namespace fs = std::filesystem;
@@ -396,7 +411,7 @@ cached_lm ensure_lm(Backend& be, const std::string& data_dir, const std::string&
   const data::shard probe(train_path.string());
   const auto opt = lm_preset(preset, model::family::gpt2, static_cast<index_t>(probe.vocab_size()));
   t.tokens = static_cast<long>(opt.steps) * opt.batch * opt.seq;
-  if (!fs::exists(t.dir / "model.safetensors")) {
+  if (!fs::exists(fs::path(run) / "report.json") || !fs::exists(t.dir / "model.safetensors")) {
     std::printf("training the %s teacher into %s (rerun resumes after a kill)\n", preset.c_str(), run.c_str());
     t.seconds = train_lm(be, opt, data_dir, run).seconds;
     return t;

@@ -5,6 +5,8 @@
 // far (run_totals), and what it must match to be resumed (the fingerprint, the student's size). One
 // struct, one JSON form (nlohmann's type macro), written and read in one place each.
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <filesystem>
@@ -62,11 +64,53 @@ void write_checkpoint(const std::filesystem::path& dir, const checkpoint_state& 
   write_text_atomic(dir / "state.json", nlohmann::json(state).dump() + "\n");
 }
 
+namespace checkpoint_detail {
+
+// nlohmann reads a JSON float into an integer field with a plain cast, undefined for a value outside the
+// field's range: wherever `shape` (a written state) holds an integer, `in` may not hold a float.
+inline void check_integers(const nlohmann::json& in, const nlohmann::json& shape, const std::string& where,
+                           const std::string& at) {
+  if (shape.is_number_integer()) {
+    check(!in.is_number_float(), where, ": ", at.empty() ? "a field" : at, " is ", in.dump(), ", expected an integer");
+  } else if (shape.is_object() && in.is_object()) {
+    for (const auto& [key, value] : shape.items())
+      if (in.contains(key)) check_integers(in.at(key), value, where, at.empty() ? key : at + "." + key);
+  } else if (shape.is_array() && !shape.empty() && in.is_array()) {
+    for (std::size_t i = 0; i < in.size(); ++i) check_integers(in[i], shape[0], where, at + "[" + std::to_string(i) + "]");
+  }
+}
+
+// A written state with every list and optional part filled, whose integers mark the integer fields.
+inline const nlohmann::json& state_shape() {
+  static const nlohmann::json shape = [] {
+    checkpoint_state s;
+    s.order = {0};
+    s.difficulty = {0.5};
+    s.totals.visits.emplace_back();
+    s.totals.curve.emplace_back();
+    nlohmann::json j = s;
+    j["partial"] = visit_report{}.to_json();
+    return j;
+  }();
+  return shape;
+}
+
+}  // namespace checkpoint_detail
+
 // Reads the checkpoint in `dir` into `params` (the student's parameters) and returns its state, after
 // checking that it belongs to this student and to a run with this `fingerprint`.
 inline checkpoint_state read_checkpoint(const std::filesystem::path& dir, std::span<double> params,
                                         const nlohmann::json& fingerprint) {
-  const auto state = nlohmann::json::parse(read_text(dir / "state.json")).get<checkpoint_state>();
+  checkpoint_state state;
+  const std::string where = "pipeline: '" + (dir / "state.json").string() + "' is not a checkpoint state";
+  try {
+    const auto j = nlohmann::json::parse(read_text(dir / "state.json"));
+    checkpoint_detail::check_integers(j, checkpoint_detail::state_shape(), where, "");
+    state = j.get<checkpoint_state>();
+    if (!state.partial.is_null()) (void)visit_report::from_json(state.partial);
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, ": ", e.what());
+  }
   check(state.student_parameters == params.size(), "pipeline: checkpoint '", dir.string(), "' holds ",
         state.student_parameters, " student parameters, this student has ", params.size(),
         " (a run directory belongs to one student)");
@@ -76,9 +120,17 @@ inline checkpoint_state read_checkpoint(const std::filesystem::path& dir, std::s
           " = ", has ? state.fingerprint.at(field).dump() : std::string("(none)"), ", this run has ", value.dump(),
           "; resume with the same settings, or start afresh (another run directory, or resume = false)");
   }
+  // Read aside and checked whole before `params` changes.
+  std::vector<double> read(params.size());
   std::ifstream f(dir / "student.bin", std::ios::binary);
-  f.read(reinterpret_cast<char*>(params.data()), static_cast<std::streamsize>(params.size_bytes()));
+  f.read(reinterpret_cast<char*>(read.data()), static_cast<std::streamsize>(read.size() * sizeof(double)));
   check(f.good(), "pipeline: '", (dir / "student.bin").string(), "' is shorter than the student's parameters");
+  check(f.peek() == std::char_traits<char>::eof(), "pipeline: '", (dir / "student.bin").string(),
+        "' is longer than the student's ", params.size(), " parameters");
+  for (std::size_t i = 0; i < read.size(); ++i)
+    check(std::isfinite(read[i]), "pipeline: '", (dir / "student.bin").string(), "' holds ", read[i],
+          " at parameter ", i, "; the checkpoint is damaged");
+  std::copy(read.begin(), read.end(), params.begin());
   return state;
 }
 
