@@ -12,6 +12,7 @@ find_package(ICU REQUIRED COMPONENTS uc)  # Unicode classes for the tokenizers
 pkg_check_modules(LWCL_ZSTD REQUIRED IMPORTED_TARGET GLOBAL libzstd)  # the feature cache's zstd codec
 find_package(PNG REQUIRED)  # the run reports' plots (include/lwcl/report/plot.hpp)
 find_package(ZLIB REQUIRED)  # CRC-32 of the disk cache's records (include/lwcl/cache/disk_store.hpp)
+find_package(Pagmo REQUIRED)  # GeLaCo's NSGA-II, genetic operators and hypervolume (include/lwcl/gelaco/search.hpp)
 
 set(LWCL_OPENBLAS_OPENMP_DIR "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp")
 find_library(LWCL_OPENBLAS_LIBRARY NAMES openblas PATHS ${LWCL_OPENBLAS_OPENMP_DIR} NO_DEFAULT_PATH)
@@ -31,4 +32,10 @@ if(NOT TARGET lwcl_deps)
     pkg_check_modules(LWCL_OPENBLAS REQUIRED IMPORTED_TARGET GLOBAL openblas)
     target_link_libraries(lwcl_deps INTERFACE PkgConfig::LWCL_OPENBLAS)
   endif()
+endif()
+
+# GeLaCo's search (include/lwcl/gelaco/search.hpp) links pagmo2; only what includes it needs this.
+if(NOT TARGET lwcl_gelaco_deps)
+  add_library(lwcl_gelaco_deps INTERFACE)
+  target_link_libraries(lwcl_gelaco_deps INTERFACE Pagmo::pagmo)
 endif()

@@ -142,19 +142,7 @@ int main(int argc, char** argv) {
       nlohmann::ordered_json steps = nlohmann::ordered_json::array();
       for (const auto& s : log) steps.push_back({{"layer", s.layer}, {"merged", s.merged}, {"cosine", s.cosine}, {"accepted", s.accepted}});
       summary["collapse_steps"] = steps;
-      // The teacher layers each student layer stands for: accepted steps merge followers into a layer.
-      std::vector<std::vector<index_t>> groups;
-      for (index_t l = 0; l < cfg.n_layers(); ++l) groups.push_back({l});
-      for (const auto& st : log) {
-        if (!st.accepted) continue;
-        auto& g = groups[static_cast<std::size_t>(st.layer)];
-        for (index_t k = 1; k <= st.merged; ++k) {
-          const auto& f = groups[static_cast<std::size_t>(st.layer + k)];
-          g.insert(g.end(), f.begin(), f.end());
-        }
-        groups.erase(groups.begin() + st.layer + 1, groups.begin() + st.layer + 1 + st.merged);
-      }
-      for (const auto& g : groups) kept.push_back(g.front());
+      kept = prune::kept_layers(log, cfg.n_layers());  // the teacher layer each student layer starts from
     } else {
       prune::allocation a;
       a.gran = prune::parse_granularity(gran);

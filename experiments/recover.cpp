@@ -106,6 +106,10 @@ int main(int argc, char** argv) {
       teacher_layers = checkpoint::read_hf_config(opt.teacher).n_layers();
     }
     const auto map = layer_map(boundaries, student_dir, student.config.n_layers(), teacher_layers);
+    std::string shown;
+    for (const auto b : map) shown += (shown.empty() ? "" : ", ") + std::to_string(b);
+    std::printf("recover: layer map [%s] (student layer i stands for teacher layers [b[i], b[i+1]) of %lld)\n",
+                shown.c_str(), static_cast<long long>(teacher_layers));
     const compare::training_stream train(opt);
 
     auto po = compare::recovery_options(opt, distill::parse_budget(opt.budget));

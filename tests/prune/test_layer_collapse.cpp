@@ -6,6 +6,7 @@
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/layer_map.hpp"
 #include "lwcl/prune/layer_collapse.hpp"
 #include "support/fixture.hpp"
 
@@ -140,4 +141,14 @@ TEST_CASE("layer_collapse: bad input raises lwcl::error") {
     CHECK_THROWS_WITH_AS(prune::layer_collapse(*net, ids, 2, 16, o), doctest::Contains("16 calibration ids for a batch of 2 x 16"),
                          lwcl::error);
   }
+}
+
+TEST_CASE("layer_collapse: kept_layers reads the step log into the layers each merged run starts from") {
+  // Seven layers: 5 absorbs 6, a rejected step, then 2 absorbs 3 and 4.
+  const std::vector<prune::collapse_step> log = {{5, 1, 0.95, true}, {4, 1, 0.5, false}, {2, 2, 0.93, true}};
+  CHECK(prune::kept_layers(log, 7) == std::vector<index_t>{0, 1, 2, 5});
+  CHECK(model::boundaries_of_kept_layers(prune::kept_layers(log, 7), 7) == std::vector<index_t>{0, 1, 2, 5, 7});
+  CHECK(prune::kept_layers({}, 3) == std::vector<index_t>{0, 1, 2});
+  CHECK_THROWS_WITH_AS(prune::kept_layers({{2, 2, 1.0, true}}, 4), doctest::Contains("merging 2 layers into layer 2 of 4"),
+                       lwcl::error);
 }

@@ -541,3 +541,23 @@ TEST_CASE("a realistic chart renders: three series of 100 points, title, axis la
   CHECK(dark_left > 200);
   CHECK(dark_below > 200);
 }
+
+TEST_CASE("plot: a points series puts a dot at each point and draws nothing between them") {
+  chart c;
+  c.width = 400;
+  c.height = 300;
+  series sc{"scatter", {0.0, 1.0}, {0.0, 1.0}, rgb{200, 0, 0}, {}, {}};
+  sc.points = true;
+  c.lines = {sc};
+  const image img = render(c);
+  const frame f = layout(c);
+  const auto pixel = [&](double x, double y) {
+    return img.at(static_cast<int>(std::lround(f.px(x))), static_cast<int>(std::lround(f.py(y))));
+  };
+  CHECK(pixel(0.0, 0.0) == rgb{200, 0, 0});
+  CHECK(pixel(1.0, 1.0) == rgb{200, 0, 0});
+  CHECK(pixel(0.37, 0.37) == rgb{255, 255, 255});  // a line would pass here (off the grid lines)
+  sc.points = false;
+  c.lines = {sc};
+  CHECK(render(c).at(static_cast<int>(std::lround(f.px(0.37))), static_cast<int>(std::lround(f.py(0.37)))) != rgb{255, 255, 255});
+}

@@ -173,6 +173,22 @@ class transformer : public weights<Backend> {
     final_norm(a.x, a.hf, a.nf_mean, a.nf_rstd);
     ops::linear_forward(be_, logits, a.hf, head(), tensor());
   }
+  // The logits of a last hidden state h ((B, T, C), backend memory) into `logits` ((B, T, vocab)): the
+  // final norm and the head, with scratch of its own, so several threads may call it on one model.
+  void head_logits(const tensor& h, const tensor& logits) const {
+    check(h.shape.rank() == 3 && h.shape[2] == cfg_.d_model, "transformer::head_logits: h has shape ", h.shape.str(),
+          ", expected (B, T, ", cfg_.d_model, ")");
+    const index_t B = h.shape[0], T = h.shape[1];
+    ops::expect_shape("transformer::head_logits", "logits", logits, shape{B, T, cfg_.vocab});
+    tensor hf, mean, rstd;
+    arena<Backend> mem;
+    mem.declare(hf, {B, T, cfg_.d_model});
+    if (!cfg_.traits().rms_norm) mem.declare(mean, {B * T});
+    mem.declare(rstd, {B * T});
+    mem.allocate(be_, type_);
+    final_norm(h, hf, mean, rstd);
+    ops::linear_forward(be_, logits, hf, head(), tensor());
+  }
   // Bytes the model holds now: parameters and gradients, saved activations, infer_logits' buffers.
   std::size_t resident_bytes() const { return this->parameter_bytes() + activation_bytes() + (infer_ ? infer_->mem.bytes() : 0); }
   // Bytes infer_logits held besides the parameters in its last call: its hidden-state buffers, and the
@@ -215,7 +231,7 @@ class transformer : public weights<Backend> {
     std::size_t block_bytes = 0;
   };
 
-  void final_norm(const tensor& x, const tensor& out, const tensor& mean, const tensor& rstd) {
+  void final_norm(const tensor& x, const tensor& out, const tensor& mean, const tensor& rstd) const {
     if (cfg_.traits().rms_norm)
       ops::rmsnorm_forward(be_, out, rstd, x, param("norm_f.weight"), cfg_.norm_eps);
     else

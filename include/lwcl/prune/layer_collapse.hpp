@@ -169,4 +169,26 @@ std::unique_ptr<model::transformer<Backend>> layer_collapse(model::transformer<B
   return best;
 }
 
+// The teacher layer each layer of the collapsed model starts from (the first of the run it merged), from
+// layer_collapse's step log: accepted steps merge the next `merged` layers into `layer`. With
+// model::boundaries_of_kept_layers it gives the collapsed model's layer map.
+inline std::vector<index_t> kept_layers(const std::vector<collapse_step>& log, index_t n_layers) {
+  std::vector<std::vector<index_t>> groups;
+  for (index_t l = 0; l < n_layers; ++l) groups.push_back({l});
+  for (const auto& st : log) {
+    if (!st.accepted) continue;
+    check(st.layer >= 0 && st.merged >= 1 && static_cast<std::size_t>(st.layer + st.merged) < groups.size(),
+          "kept_layers: step merging ", st.merged, " layers into layer ", st.layer, " of ", groups.size());
+    auto& g = groups[static_cast<std::size_t>(st.layer)];
+    for (index_t k = 1; k <= st.merged; ++k) {
+      const auto& f = groups[static_cast<std::size_t>(st.layer + k)];
+      g.insert(g.end(), f.begin(), f.end());
+    }
+    groups.erase(groups.begin() + st.layer + 1, groups.begin() + st.layer + 1 + st.merged);
+  }
+  std::vector<index_t> kept;
+  for (const auto& g : groups) kept.push_back(g.front());
+  return kept;
+}
+
 }  // namespace lwcl::prune

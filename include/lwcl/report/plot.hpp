@@ -48,6 +48,7 @@ struct series {
   // A band (mean +- sd over seeds, say): when both are given, one value per x, the region between them
   // is shaded in the series' colour under every line.
   std::vector<double> lo, hi;
+  bool points = false;  // a dot at each point and no line between them (a scatter)
 };
 
 struct chart {
@@ -642,9 +643,11 @@ inline image render(const chart& c) {
     const series& sr = c.lines[i];
     if (sr.x.empty()) continue;
     detail::coverage cov(a);
-    if (sr.x.size() == 1) detail::disc(cov, f.px(sr.x[0]), f.py(sr.y[0]), 2.0 + s);
-    for (std::size_t j = 1; j < sr.x.size(); ++j)
-      detail::stroke(cov, f.px(sr.x[j - 1]), f.py(sr.y[j - 1]), f.px(sr.x[j]), f.py(sr.y[j]), half_width);
+    if (sr.x.size() == 1 || sr.points)
+      for (std::size_t j = 0; j < sr.x.size(); ++j) detail::disc(cov, f.px(sr.x[j]), f.py(sr.y[j]), 2.0 + s);
+    else
+      for (std::size_t j = 1; j < sr.x.size(); ++j)
+        detail::stroke(cov, f.px(sr.x[j - 1]), f.py(sr.y[j - 1]), f.px(sr.x[j]), f.py(sr.y[j]), half_width);
     const rgb col = series_color(c, i);
     for (int y = a.top; y <= a.bottom; ++y)
       for (int x = a.left; x <= a.right; ++x) {
@@ -718,7 +721,7 @@ inline image render(const chart& c) {
       const double cy = y + 0.5 * (detail::cap_h * s - 1);
       const rect sample_area{x, y, x + sample - 1, y + line - 1};
       detail::coverage cov(sample_area);
-      if (sr.x.size() == 1) detail::disc(cov, x + 0.5 * (sample - 1), cy, 2.0 + s);
+      if (sr.x.size() == 1 || sr.points) detail::disc(cov, x + 0.5 * (sample - 1), cy, 2.0 + s);
       else detail::stroke(cov, x + 1, cy, x + sample - 2, cy, half_width);
       const rgb col = series_color(c, listed[k]);
       for (int py = sample_area.top; py <= sample_area.bottom; ++py)
