@@ -89,6 +89,17 @@ TEST_CASE("gelaco genome: bad genomes are errors naming the gene") {
   CHECK_THROWS_WITH_AS(gelaco::decode(g, 4), doctest::Contains("gene 4 is 1.5, expected a value in [0, 1]"), lwcl::error);
   g[4] = std::numeric_limits<double>::quiet_NaN();
   CHECK_THROWS_WITH_AS(gelaco::decode(g, 4), doctest::Contains("gene 4 is nan"), lwcl::error);
+  // from_spans: the same student as decode, and bad spans named.
+  const auto d = gelaco::decode(genome4({0.3, 0.7, 0.9, 0.6, 0.1, 1.0, 1.0, 0.75, 0.5, 0.0, 0.2, 0.49}), 4);
+  const auto e = gelaco::from_spans({{1, 2}}, {0.1, 0.2, 0.3, 0.4}, 4);
+  CHECK(e.key() == d.key());
+  CHECK(e.boundaries == d.boundaries);
+  CHECK_THROWS_WITH_AS(gelaco::from_spans({{2, 3}, {0, 2}}, std::vector<double>(4, 0.5), 4),
+                       doctest::Contains("spans [0, 2] and [2, 3] overlap"), lwcl::error);
+  CHECK_THROWS_WITH_AS(gelaco::from_spans({{1, 1}}, std::vector<double>(4, 0.5), 4),
+                       doctest::Contains("span [1, 1] is not two or more"), lwcl::error);
+  CHECK_THROWS_WITH_AS(gelaco::from_spans({{0, 1}}, {0.5, 2.0, 0.5, 0.5}, 4),
+                       doctest::Contains("the merge weight of layer 1 is 2"), lwcl::error);
 }
 
 TEST_CASE("gelaco merge: theta_b + sum alpha_k (theta_k - theta_b); alpha 1 is LaCo's, alpha 0 drops") {

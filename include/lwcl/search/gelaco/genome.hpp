@@ -72,8 +72,9 @@ inline decoded_genome from_spans(std::vector<collapse_span> spans, std::vector<d
   for (std::size_t i = 0; i < spans.size(); ++i) {
     check(0 <= spans[i].first && spans[i].first < spans[i].last && spans[i].last < teacher_layers, "gelaco: span [",
           spans[i].first, ", ", spans[i].last, "] is not two or more of the teacher's ", teacher_layers, " layers");
-    check(i == 0 || spans[i].first > spans[i - 1].last, "gelaco: spans [", spans[i - 1].first, ", ", spans[i - 1].last,
-          "] and [", spans[i].first, ", ", spans[i].last, "] overlap");
+    if (i > 0)  // (check's message arguments are evaluated whatever the condition)
+      check(spans[i].first > spans[i - 1].last, "gelaco: spans [", spans[i - 1].first, ", ", spans[i - 1].last, "] and [",
+            spans[i].first, ", ", spans[i].last, "] overlap");
   }
   decoded_genome d;
   d.teacher_layers = teacher_layers;
