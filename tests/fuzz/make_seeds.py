@@ -123,6 +123,18 @@ def run_files(rng):
     put("run_files", "adamw_f32", bytes([4]) + b"LWCLADW1" + struct.pack("<IIqq", 1, 0, 24, 3) + moments)
     put("run_files", "teacher_state", bytes([5]) + b'{"step": 40}\n')
 
+    # GeLaCo's search checkpoint for fuzz_search_checkpoint's searcher (two layers, 8 genes each,
+    # population 8, seed 1, residual+kl, layers): genes drawn here, terms made up (the reader does not
+    # measure them again).
+    rng = random.Random(11)
+    genes = lambda: [round(rng.random(), 6) for _ in range(8)]
+    archive = [{"genes": genes(), "terms": [round(rng.uniform(-1, 1), 6), 1.0, round(rng.uniform(0, 2), 6), 0.0]}
+               for _ in range(5)]
+    state = {"format": "lwcl-gelaco-search", "version": 1, "seed": 1, "teacher_layers": 2, "multi_objective": True,
+             "fitness": "residual+kl", "compression": "layers", "fixed_alpha": None, "generation": 3,
+             "evaluations": 5, "cache_hits": 19, "population": [genes() for _ in range(8)], "archive": archive}
+    put("search_checkpoint", "search_state", json.dumps(state).encode() + b"\n")
+
 
 if __name__ == "__main__":
     main()

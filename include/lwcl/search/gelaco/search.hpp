@@ -207,12 +207,17 @@ class searcher {
   const std::vector<std::vector<double>>& population() const { return pop_x_; }
   index_t generation() const { return generation_; }
 
+  // Reads the checkpoint when there is one (run() does it first); false when there is none.
+  bool resume_from_checkpoint() {
+    if (opt_.checkpoint.empty() || !std::filesystem::exists(opt_.checkpoint)) return false;
+    load_checkpoint();
+    resumed_evaluations_ = evaluations_;
+    return true;
+  }
+
   // Runs the search to opt_.generations, from the checkpoint when there is one.
   void run() {
-    if (!opt_.checkpoint.empty() && std::filesystem::exists(opt_.checkpoint)) {
-      load_checkpoint();
-      resumed_evaluations_ = evaluations_;
-    }
+    if (pop_x_.empty()) resume_from_checkpoint();
     if (pop_x_.empty()) {
       std::mt19937 rng(static_cast<std::uint32_t>(opt_.seed));
       std::uniform_real_distribution<double> u(0.0, 1.0);
