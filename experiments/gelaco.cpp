@@ -308,9 +308,14 @@ int run(const settings& st, Fitness fit) {
     for (const auto& [k, v] : x.extra.items()) sj[k] = v;
     write_text_atomic(dir / "summary.json",
                       sj.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
-    std::printf("| %s | %s | %lld | %lld | %.3f | %.4f | %.4f | %.4f | %.3f |\n", x.name.c_str(), x.method.c_str(),
+    // The KL the fitness measured (top-K when it reads that one); "-" when it reads none.
+    const unsigned nd = fit.needs();
+    char kl[32] = "-";
+    if (nd & gelaco::need::kl_top_k) std::snprintf(kl, sizeof kl, "%.4f (top-K)", x.m.kl_top_k);
+    else if (nd & gelaco::need::kl) std::snprintf(kl, sizeof kl, "%.4f", x.m.kl);
+    std::printf("| %s | %s | %lld | %lld | %.3f | %.4f | %.4f | %s | %.3f |\n", x.name.c_str(), x.method.c_str(),
                 static_cast<long long>(x.net->config().n_layers()), static_cast<long long>(L - x.net->config().n_layers()),
-                x.compression, x.quality, x.m.residual_similarity, x.m.kl, ppl.perplexity());
+                x.compression, x.quality, x.m.residual_similarity, kl, ppl.perplexity());
     written.push_back({{"name", x.name}, {"method", x.method}, {"compression", x.compression}, {"quality", x.quality},
                        {"terms", terms(x.m)}, {"perplexity", ppl.perplexity()}, {"greedy_sample", text}});
   }

@@ -133,6 +133,13 @@ def run_files(rng):
     state = {"format": "lwcl-gelaco-search", "version": 1, "seed": 1, "teacher_layers": 2, "multi_objective": True,
              "fitness": "residual+kl", "compression": "layers", "fixed_alpha": None, "generation": 3,
              "evaluations": 5, "cache_hits": 19, "population": [genes() for _ in range(8)], "archive": archive}
+    h = 1469598103934665603  # FNV-1a over the harness's calibration ids, as searcher::settings_json hashes them
+    for i in (1, 5, 9, 13):
+        for b in range(4):
+            h = ((h ^ ((i >> (8 * b)) & 0xFF)) * 1099511628211) % (1 << 64)
+    state["settings"] = {"needs": 5, "probe_quality": 0.375, "top_k": 16,
+                         "calibration": {"B": 1, "T": 4, "tokens": 4, "fnv1a": h}, "target_removed": 0,
+                         "crossover": 0.9, "eta_c": 20.0, "mutation": 1.0 / 6.0, "eta_m": 20.0}
     put("search_checkpoint", "search_state", json.dumps(state).encode() + b"\n")
 
 

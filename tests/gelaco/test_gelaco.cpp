@@ -483,5 +483,8 @@ TEST_CASE("gelaco search: threads and a resumed checkpoint give bitwise the same
   auto other = rest;
   other.seed = 18;
   CHECK_THROWS_WITH_AS(front_of(other), doctest::Contains("is of another search"), lwcl::error);
+  other = rest;
+  other.mutation = 0.2;
+  CHECK_THROWS_WITH_AS(front_of(other), doctest::Contains("was made with other settings"), lwcl::error);
   std::filesystem::remove_all(tmp);
 }

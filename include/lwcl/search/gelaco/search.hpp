@@ -81,7 +81,9 @@ struct search_options {
           " of ", teacher_layers, " layers, expected 1 to ", teacher_layers - 1);
     check(crossover >= 0 && crossover <= 1 && (mutation < 0 || mutation <= 1), "gelaco: crossover ", crossover,
           " and mutation ", mutation, " probabilities must lie in [0, 1]");
-    check(eta_c > 0 && eta_m > 0, "gelaco: distribution indices eta_c ", eta_c, " and eta_m ", eta_m, " must be positive");
+    check(crossover < 1, "gelaco: crossover probability ", crossover, ", expected below 1 (pagmo2's NSGA-II)");
+    check(eta_c >= 1 && eta_c < 100 && eta_m >= 1 && eta_m < 100, "gelaco: distribution indices eta_c ", eta_c, " and eta_m ",
+          eta_m, " must lie in [1, 100) (pagmo2's NSGA-II)");
     check(threads >= 1, "gelaco: ", threads, " threads");
     check(!fixed_alpha || (*fixed_alpha >= 0 && *fixed_alpha <= 1), "gelaco: fixed alpha ", fixed_alpha.value_or(0),
           " outside [0, 1]");
@@ -294,7 +296,8 @@ class searcher {
     const auto bounds = std::make_pair(std::vector<double>(pop_x_[0].size(), 0.0), std::vector<double>(pop_x_[0].size(), 1.0));
     std::vector<std::vector<double>> children;
     while (children.size() < n) {
-      const auto [c1, c2] = pagmo::sbx_crossover(pop_x_[tournament()], pop_x_[tournament()], bounds, 0u, opt_.crossover,
+      const std::size_t p1 = tournament(), p2 = tournament();  // in this order, whatever the compiler
+      const auto [c1, c2] = pagmo::sbx_crossover(pop_x_[p1], pop_x_[p2], bounds, 0u, opt_.crossover,
                                                   opt_.eta_c, rng);
       for (auto c : {c1, c2}) {
         pagmo::polynomial_mutation(c, bounds, 0u, opt_.mutation, opt_.eta_m, rng);
@@ -314,6 +317,24 @@ class searcher {
     pop_x_ = std::move(next);
   }
 
+  // What else makes two searches' scores comparable: the fitness policy's terms and weights (its
+  // quality of a fixed probe), the evaluator's K and calibration tokens, and the search's own settings.
+  nlohmann::json settings_json() const {
+    const auto& cal = ev_.calibration();
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the calibration ids
+    for (const std::int32_t id : cal.ids)
+      for (int b = 0; b < 4; ++b) h = (h ^ ((static_cast<std::uint32_t>(id) >> (8 * b)) & 0xffu)) * 1099511628211ULL;
+    return {{"needs", fit_.needs()},
+            {"probe_quality", fit_.quality(measurements{0.5, 0.25, 0.125, 0.0625})},
+            {"top_k", ev_.top_k()},
+            {"calibration", {{"B", cal.B}, {"T", cal.T}, {"tokens", cal.ids.size()}, {"fnv1a", h}}},
+            {"target_removed", opt_.multi_objective ? 0 : opt_.target_removed},
+            {"crossover", opt_.crossover},
+            {"eta_c", opt_.eta_c},
+            {"mutation", opt_.mutation},
+            {"eta_m", opt_.eta_m}};
+  }
+
   void save_checkpoint() const {
     if (opt_.checkpoint.empty()) return;
     nlohmann::json j;
@@ -323,6 +344,7 @@ class searcher {
     j["teacher_layers"] = L_;
     j["multi_objective"] = opt_.multi_objective;
     j["fitness"] = std::string(Fitness::name);
+    j["settings"] = settings_json();
     j["compression"] = std::string(compression_name(opt_.compression));
     j["fixed_alpha"] = opt_.fixed_alpha ? nlohmann::json(*opt_.fixed_alpha) : nlohmann::json();
     j["generation"] = generation_;
@@ -363,6 +385,9 @@ class searcher {
           "gelaco: the search checkpoint '", p.string(), "' is of another search (fitness ", field("fitness").dump(),
           ", compression ", field("compression").dump(), ", fixed alpha ", field("fixed_alpha").dump(), "); this one has ",
           Fitness::name, ", ", compression_name(opt_.compression), ", ", alpha.dump());
+    check(field("settings") == settings_json(), "gelaco: the search checkpoint '", p.string(),
+          "' was made with other settings (", field("settings").dump(), "); this search has ", settings_json().dump(),
+          "; give it another --out or the same settings");
     for (const char* counter : {"generation", "evaluations", "cache_hits"})
       check(field(counter).is_number_unsigned(), "gelaco: '", p.string(), "': ", counter, " is not a count");
     const auto& pop = field("population");
