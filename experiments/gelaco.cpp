@@ -208,13 +208,13 @@ int run(const settings& st, Fitness fit) {
   const auto score_model = [&](student& x) {
     x.m = ev.measure(*x.net, x.boundaries, fit.needs());
     x.quality = fit.quality(x.m);
-    gelaco::decoded_genome shape_only;
-    shape_only.teacher_layers = L;
-    shape_only.boundaries = x.boundaries;
-    // Compression counts the teacher layers each student layer stands for beyond its first.
+    // Compression counts the teacher layers each student layer stands for beyond its first: the spans of
+    // its layer map, as a genome of them would (the weights do not enter).
+    std::vector<gelaco::collapse_span> spans;
     for (std::size_t i = 0; i + 1 < x.boundaries.size(); ++i)
-      if (x.boundaries[i + 1] - x.boundaries[i] > 1) shape_only.spans.push_back({x.boundaries[i], x.boundaries[i + 1] - 1});
-    x.compression = gelaco::compression_of(shape_only, cfg, so.compression, T);
+      if (x.boundaries[i + 1] - x.boundaries[i] > 1) spans.push_back({x.boundaries[i], x.boundaries[i + 1] - 1});
+    const auto map = gelaco::from_spans(std::move(spans), std::vector<double>(static_cast<std::size_t>(L), 0.0), L);
+    x.compression = gelaco::compression_of(map, cfg, so.compression, T);
   };
   for (index_t n : counts) {
     // ShortGPT: the n layers of least block influence removed (lwcl's block_influence criterion).
