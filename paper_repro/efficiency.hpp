@@ -44,6 +44,22 @@ inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
                  "KD alone)")->check(CLI::NonNegativeNumber);
 }
 
+// End-to-end KD ("e2e_kd") under --budget at the knobs' learning rate and hidden-state MSE weight.
+inline distill::compare::method_row& e2e_kd_at(experiments::comparison& cmp, const efficiency_knobs& k) {
+  distill::e2e_options eo = cmp.e2e_defaults(cmp.total());
+  eo.lr = k.e2e_lr;
+  eo.min_lr = k.e2e_lr / 10;
+  eo.hidden_mse_weight = k.e2e_hidden_mse;
+  return cmp.e2e_kd("e2e_kd", eo, cmp.total()).row;
+}
+
+// The two recoveries of a table that compares students: "lwcl" (the default bundle over the host
+// feature cache), then end-to-end KD at the knobs (e2e_kd_at).
+inline void lwcl_and_e2e_kd(experiments::comparison& cmp, const efficiency_knobs& k) {
+  cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{}));
+  e2e_kd_at(cmp, k);
+}
+
 // The methods of an efficiency run, in this order: lwcl, layerwise_no_curriculum (unless left out),
 // e2e_kd; then the time to e2e_kd's final quality (report.json's "summary").
 inline void efficiency_methods(experiments::comparison& cmp, const efficiency_knobs& k, bool no_curriculum = true) {
@@ -55,11 +71,7 @@ inline void efficiency_methods(experiments::comparison& cmp, const efficiency_kn
                                      slot<key::cache>(policies::cache::host{}),
                                      slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}))
                              .row);
-  distill::e2e_options eo = cmp.e2e_defaults(cmp.total());
-  eo.lr = k.e2e_lr;
-  eo.min_lr = k.e2e_lr / 10;
-  eo.hidden_mse_weight = k.e2e_hidden_mse;
-  auto& kd = cmp.e2e_kd("e2e_kd", eo, cmp.total()).row;
+  auto& kd = e2e_kd_at(cmp, k);
   cmp.report()["summary"] = distill::compare::time_to_target(cmp, kd, layerwise);
   cmp.columns(distill::compare::time_to_target_columns());
 }

@@ -135,14 +135,7 @@ int main(int argc, char** argv) {
             return std::move(cut.student);
           });
           const pr::setting s{teacher_name + "/" + name, fraction, 0};
-          const int rc = pr::run_setting(cmp, base, s, [&] {
-            cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{}));
-            distill::e2e_options eo = cmp.e2e_defaults(cmp.total());
-            eo.lr = k.e2e_lr;
-            eo.min_lr = k.e2e_lr / 10;
-            eo.hidden_mse_weight = k.e2e_hidden_mse;
-            cmp.e2e_kd("e2e_kd", eo, cmp.total());
-          });
+          const int rc = pr::run_setting(cmp, base, s, [&] { pr::lwcl_and_e2e_kd(cmp, k); });
           if (rc != 0) return rc;
           const fs::path dir = fs::path(base) / s.name;
           const pr::json rep = pr::read_json(dir / "report.json");

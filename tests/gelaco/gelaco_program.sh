@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # experiments/gelaco end to end on a small trained teacher: the front (JSON and PNG), the students with
-# their summaries, a student recovered by `recover` through its layer map, and a search killed inside
+# their summaries, a student recovered by `recover` through its layer map, the students recovered by
+# gelaco_recover (LWCL and end-to-end KD, two seeds) with its errors, and a search killed inside
 # its checkpoint write and rerun, which must end with bitwise the same checkpoint and the same front.
 #   gelaco_program.sh <build dir with experiments/> <source dir> <work dir>
 set -euo pipefail
@@ -48,6 +49,47 @@ want=$(python3 -c "import json,sys; print(', '.join(map(str, json.load(open(sys.
 grep -qF "recover: layer map [$want]" "$work/recover.log" ||
   { echo "gelaco_program: recover did not take the layer map [$want] of summary.json" >&2; tail -20 "$work/recover.log" >&2; exit 1; }
 [ -s "$work/recovered/student/model.safetensors" ] || { echo "gelaco_program: recover wrote no student" >&2; exit 1; }
+# The search's students recovered by LWCL through their layer maps and by end-to-end KD, two seeds: the
+# table's rows and columns, every figure finite, each run on the student's own layer map; bad input named.
+"$x/gelaco_recover" --search "$work/ref" --students gelaco_remove2,shortgpt_remove2 --data "$work/data" --budget steps:4 \
+  --seeds 2 --batch 4 --seq 32 --feature-batches 2 --eval-tokens 500 --no-test-split > "$work/gr.log" 2>&1 ||
+  { tail -30 "$work/gr.log" >&2; exit 1; }
+[ -s "$work/ref/recovery/perplexity.png" ] || { echo "gelaco_program: gelaco_recover wrote no perplexity.png" >&2; exit 1; }
+python3 - "$work/ref" <<'PY'
+import json, math, os, sys
+ref = sys.argv[1]
+t = json.load(open(os.path.join(ref, "recovery", "tables.json")))
+rows = t["tables"][0]["rows"]
+assert [r["student"] for r in rows] == ["gelaco_remove2", "shortgpt_remove2"], rows
+for r in rows:
+    for k in ("pruned_val_ppl", "lwcl_val_ppl", "e2e_val_ppl", "lwcl_peak_compute_bytes", "e2e_peak_compute_bytes"):
+        v = r[k]
+        assert v["n"] == 2 and math.isfinite(v["mean"]) and math.isfinite(v["sd"]) and v["mean"] > 0, (r["student"], k, v)
+    assert 1 < r["lwcl_val_ppl"]["mean"] < 1e4, r
+    summ = json.load(open(os.path.join(ref, "students", r["student"], "summary.json")))
+    for seed in (0, 1):
+        rep = json.load(open(os.path.join(ref, "recovery", r["student"], "seed_%d" % seed, "report.json")))
+        pruned = [m for m in rep["methods"] if m["name"] == "pruned"][0]
+        assert pruned["boundaries"] == summ["boundaries"], (r["student"], pruned["boundaries"], summ["boundaries"])
+        assert {m["name"] for m in rep["methods"]} == {"teacher", "pruned", "lwcl", "e2e_kd"}, rep["methods"]
+print("gelaco_program: gelaco_recover recovered %d students over 2 seeds through their layer maps" % len(rows))
+PY
+bad() {  # bad <what the message must say> <args...>
+  local want=$1; shift
+  if "$x/gelaco_recover" --data "$work/data" --budget steps:2 --seeds 1 --batch 4 --seq 32 --feature-batches 2 \
+       --eval-tokens 500 --no-test-split --out "$work/gr_bad" "$@" > "$work/gr_bad.log" 2>&1; then
+    echo "gelaco_program: gelaco_recover $* was accepted" >&2; exit 1
+  fi
+  grep -qF -- "$want" "$work/gr_bad.log" || { echo "gelaco_program: gelaco_recover $* did not say '$want'" >&2;
+                                              cat "$work/gr_bad.log" >&2; exit 1; }
+}
+bad "has no front.json" --search "$work/nowhere"
+bad "student 'nobody' has no" --search "$work/ref" --students nobody
+make_docs_data "$build" "$src" "$work/other"
+"$build/experiments/train_teacher" --data "$work/other/data" --out "$work/other/teacher" --quiet --width 32 --layers 4 \
+  --heads 2 --ffn 64 --seq 32 --batch 4 --steps 2 >/dev/null
+bad "is not the teacher the students were collapsed from" --search "$work/ref" --students gelaco_remove2 \
+  --teacher "$work/other/teacher"
 # Killed in its third checkpoint write (after the second generation, before the rename), then rerun.
 rc=0
 LWCL_KILL_IN_WRITE=3 "${run[@]}" --out "$work/killed" > "$work/killed.log" 2>&1 || rc=$?
