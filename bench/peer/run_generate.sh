@@ -22,9 +22,9 @@ done
 tools/install_deps.sh --hf
 cmake --preset host >/dev/null
 cmake --build --preset host --target generate -j"$(nproc)" >/dev/null
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) processors," \
-     "features:$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|amx_tile)$' | tr '\n' ' ')"
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; model: $folder; $new new tokens, greedy"
+source bench/peer/side_by_side.sh
+machine_line
+echo "model: $folder; $new new tokens, greedy"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 declare -A times

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the teacher-training-step benchmark (whole GPT-2 LM: forward, backward, clipping, AdamW) for
 # lwcl and PyTorch side by side, in one environment, alternating the two programs for several rounds
-# (this machine is shared and noisy), and prints tokens/s for each and the ratio of the median step
-# times last (threads: see bench/peer/side_by_side.sh).
+# (machines here are shared and noisy), PyTorch at every thread count each round, and prints tokens/s
+# for each and last the ratio of lwcl's median step time to PyTorch's fastest setting's, naming that
+# setting (bench/peer/side_by_side.sh).
 #   bench/peer/run_train_step.sh [--rounds R] [program options, e.g. --steps 20 --batch 16 --seq 128]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,12 +20,4 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-python3 - "${lwcl_times[*]}" "${torch_times[*]}" "$((batch * seq))" <<'PY'
-import statistics, sys
-l = statistics.median(float(x) for x in sys.argv[1].split())
-p = statistics.median(float(x) for x in sys.argv[2].split())
-tokens = int(sys.argv[3])
-print("lwcl median step seconds: %.5f (%.0f tokens/s)" % (l, tokens / l))
-print("pytorch median step seconds: %.5f (%.0f tokens/s)" % (p, tokens / p))
-print("lwcl/pytorch train-step ratio: %.3f" % (l / p))
-PY
+peer_summary train-step "$((batch * seq))"
