@@ -63,6 +63,7 @@ struct settings {
   gelaco::evaluator_options eval;
   int calib_batches = 2, batch = 8, seq = 0, eval_tokens = 32768, sample_tokens = 24;
   std::string prompt = "The";
+  bool seed_baselines = false;  // ShortGPT's and LaCo's students take the first places of the first population
 };
 
 // One student written and measured: a name, its model, its layer map and what it was scored.
@@ -74,7 +75,23 @@ struct student {
   double quality = 0, compression = 0;
   std::optional<gelaco::decoded_genome> genome;
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  // A baseline as a genome (its layer map's spans; merge weights that give its layers): what
+  // --seed-baselines puts into the first population.
+  std::vector<double> seed_genes;
 };
+
+// The genes of a student made of the teacher layers `kept`, one in each span of `boundaries` (ShortGPT's:
+// merge weight 1 on the kept layer when it is not its span's first, 0 on the others, so the merge gives it),
+// or with every merge weight 1 (LaCo's merge over each span) when `kept` is empty.
+std::vector<double> baseline_genes(const std::vector<index_t>& boundaries, const std::vector<index_t>& kept, index_t L) {
+  std::vector<gelaco::collapse_span> spans;
+  std::vector<double> alpha(static_cast<std::size_t>(L), kept.empty() ? 1.0 : 0.0);
+  for (std::size_t i = 0; i + 1 < boundaries.size(); ++i) {
+    if (boundaries[i + 1] - boundaries[i] > 1) spans.push_back({boundaries[i], boundaries[i + 1] - 1});
+    if (!kept.empty() && kept[i] != boundaries[i]) alpha[static_cast<std::size_t>(kept[i])] = 1.0;
+  }
+  return gelaco::genes_of(gelaco::from_spans(std::move(spans), std::move(alpha), L));
+}
 
 nlohmann::ordered_json terms(const gelaco::measurements& m) {
   return {{"residual_similarity", m.residual_similarity}, {"module_cosine", m.module_cosine}, {"kl", m.kl},
@@ -146,7 +163,76 @@ int run(const settings& st, Fitness fit) {
   std::printf("teacher pass: %lld calibration tokens in %.2f s; %s\n", static_cast<long long>(cal.ids.size()), teacher_seconds,
               ev.feature_stats().summary().c_str());
 
+  // The removed counts at which students are written, and the baselines at each: scored by the same
+  // evaluator before the search, so that --seed-baselines can start the search from them.
+  std::vector<index_t> counts;
+  for (double r : st.remove) {
+    const auto n = std::clamp<index_t>(static_cast<index_t>(std::llround(r * static_cast<double>(L))), 1, L - 1);
+    if (std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
+  }
+  std::vector<student> baselines;
+  const auto score_model = [&](student& x) {
+    x.m = ev.measure(*x.net, x.boundaries, fit.needs());
+    x.quality = fit.quality(x.m);
+    // Compression counts the teacher layers each student layer stands for beyond its first: the spans of
+    // its layer map, as a genome of them would (the weights do not enter).
+    std::vector<gelaco::collapse_span> spans;
+    for (std::size_t i = 0; i + 1 < x.boundaries.size(); ++i)
+      if (x.boundaries[i + 1] - x.boundaries[i] > 1) spans.push_back({x.boundaries[i], x.boundaries[i + 1] - 1});
+    const auto map = gelaco::from_spans(std::move(spans), std::vector<double>(static_cast<std::size_t>(L), 0.0), L);
+    x.compression = gelaco::compression_of(map, cfg, st.search.compression, T);
+  };
+  for (index_t n : counts) {
+    // ShortGPT: the n layers of least block influence removed (lwcl's block_influence criterion).
+    policies::pruning::named_options no;
+    no.criterion = "block_influence";
+    no.alloc.gran = prune::parse_granularity("layers");
+    no.alloc.ratio = static_cast<double>(n) / static_cast<double>(L);
+    no.calib_batches = st.calib_batches;
+    no.quiet = true;
+    auto cut = policies::pruning::prune_named(teacher, loader, no);
+    student sg;
+    sg.name = "shortgpt_remove" + std::to_string(n);
+    sg.method = "shortgpt";
+    sg.net = std::move(cut.student);
+    sg.boundaries = model::boundaries_of_kept_layers(cut.kept, L);
+    sg.seed_genes = baseline_genes(sg.boundaries, cut.kept, L);
+    score_model(sg);
+    baselines.push_back(std::move(sg));
+    // LaCo: lwcl's layer collapse (one follower per merge, top down) at the highest similarity threshold
+    // that removes n layers.
+    std::unique_ptr<net_t> laco;
+    std::vector<prune::collapse_step> log;
+    double used = 0;
+    for (double th = 0.99; th >= -1.0 && !laco; th -= 0.01) {
+      prune::collapse_options o;
+      o.merge = 1;
+      o.threshold = th;
+      o.target_layers = L - n;
+      log.clear();
+      auto cand = prune::layer_collapse(teacher, std::vector<std::int32_t>(cal.ids.begin(), cal.ids.begin() + cal.B * cal.T),
+                                        cal.B, cal.T, o, &log);
+      if (cand->config().n_layers() == L - n) laco = std::move(cand), used = th;
+    }
+    if (!laco) continue;
+    const auto kept = prune::kept_layers(log, L);
+    student lc;
+    lc.name = "laco_remove" + std::to_string(n);
+    lc.method = "laco";
+    lc.net = std::move(laco);
+    lc.boundaries = model::boundaries_of_kept_layers(kept, L);
+    lc.extra["laco_threshold"] = used;
+    lc.seed_genes = baseline_genes(lc.boundaries, {}, L);
+    score_model(lc);
+    baselines.push_back(std::move(lc));
+  }
+
   auto so = st.search;
+  if (st.seed_baselines)
+    for (const auto& b : baselines) {
+      so.initial.push_back(b.seed_genes);
+      std::printf("first population: %s as %s\n", b.name.c_str(), gelaco::decode(b.seed_genes, L).key().c_str());
+    }
   so.checkpoint = out / "search.json";
   if (fs::exists(so.checkpoint)) std::printf("resuming from %s\n", so.checkpoint.string().c_str());
   timer search_clock;
@@ -175,12 +261,7 @@ int run(const settings& st, Fitness fit) {
               search.evaluations(), search.cache_hits(), own_evaluations, search_seconds, per_second, front.size(), hv,
               st.hv_quality_ref, st.hv_compression_ref);
 
-  // The students: the best candidate found at each removed count, the knee, ShortGPT and LaCo.
-  std::vector<index_t> counts;
-  for (double r : st.remove) {
-    const auto n = std::clamp<index_t>(static_cast<index_t>(std::llround(r * static_cast<double>(L))), 1, L - 1);
-    if (std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
-  }
+  // The students: the best candidate found at each removed count, the knee, then ShortGPT and LaCo.
   std::vector<student> students;
   const auto from_genome = [&](const gelaco::scored& c, std::string name) {
     student x;
@@ -205,59 +286,7 @@ int run(const settings& st, Fitness fit) {
     students.push_back(from_genome(*best, "gelaco_remove" + std::to_string(n)));
   }
   if (!front.empty()) students.push_back(from_genome(front[knee], "gelaco_knee"));
-  const auto score_model = [&](student& x) {
-    x.m = ev.measure(*x.net, x.boundaries, fit.needs());
-    x.quality = fit.quality(x.m);
-    // Compression counts the teacher layers each student layer stands for beyond its first: the spans of
-    // its layer map, as a genome of them would (the weights do not enter).
-    std::vector<gelaco::collapse_span> spans;
-    for (std::size_t i = 0; i + 1 < x.boundaries.size(); ++i)
-      if (x.boundaries[i + 1] - x.boundaries[i] > 1) spans.push_back({x.boundaries[i], x.boundaries[i + 1] - 1});
-    const auto map = gelaco::from_spans(std::move(spans), std::vector<double>(static_cast<std::size_t>(L), 0.0), L);
-    x.compression = gelaco::compression_of(map, cfg, so.compression, T);
-  };
-  for (index_t n : counts) {
-    // ShortGPT: the n layers of least block influence removed (lwcl's block_influence criterion).
-    policies::pruning::named_options no;
-    no.criterion = "block_influence";
-    no.alloc.gran = prune::parse_granularity("layers");
-    no.alloc.ratio = static_cast<double>(n) / static_cast<double>(L);
-    no.calib_batches = st.calib_batches;
-    no.quiet = true;
-    auto cut = policies::pruning::prune_named(teacher, loader, no);
-    student sg;
-    sg.name = "shortgpt_remove" + std::to_string(n);
-    sg.method = "shortgpt";
-    sg.net = std::move(cut.student);
-    sg.boundaries = model::boundaries_of_kept_layers(cut.kept, L);
-    score_model(sg);
-    students.push_back(std::move(sg));
-    // LaCo: lwcl's layer collapse (one follower per merge, top down) at the highest similarity threshold
-    // that removes n layers.
-    std::unique_ptr<net_t> laco;
-    std::vector<prune::collapse_step> log;
-    double used = 0;
-    for (double th = 0.99; th >= -1.0 && !laco; th -= 0.01) {
-      prune::collapse_options o;
-      o.merge = 1;
-      o.threshold = th;
-      o.target_layers = L - n;
-      log.clear();
-      auto cand = prune::layer_collapse(teacher, std::vector<std::int32_t>(cal.ids.begin(), cal.ids.begin() + cal.B * cal.T),
-                                        cal.B, cal.T, o, &log);
-      if (cand->config().n_layers() == L - n) laco = std::move(cand), used = th;
-    }
-    if (!laco) continue;
-    const auto kept = prune::kept_layers(log, L);
-    student lc;
-    lc.name = "laco_remove" + std::to_string(n);
-    lc.method = "laco";
-    lc.net = std::move(laco);
-    lc.boundaries = model::boundaries_of_kept_layers(kept, L);
-    lc.extra["laco_threshold"] = used;
-    score_model(lc);
-    students.push_back(std::move(lc));
-  }
+  for (auto& b : baselines) students.push_back(std::move(b));
 
   // Perplexity, a greedy sample, and the checkpoints.
   const auto teacher_ppl = eval::perplexity(teacher, val);
@@ -337,6 +366,7 @@ int run(const settings& st, Fitness fit) {
       {"objective", st.objective},
       {"compression_measure", st.compression},
       {"seed", so.seed},
+      {"seed_baselines", st.seed_baselines},
       {"population", so.population},
       {"generations", so.generations},
       {"crossover", so.crossover},
@@ -438,6 +468,8 @@ int main(int argc, char** argv) {
   app.add_option("--sample-tokens", st.sample_tokens, "tokens of each student's greedy sample (0: none)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--prompt", st.prompt, "the greedy samples' prompt");
+  app.add_flag("--seed-baselines", st.seed_baselines, "start the search from ShortGPT's and LaCo's students at each --remove "
+               "count (their layer maps as genomes, in the first population's first places)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {

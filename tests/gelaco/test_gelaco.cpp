@@ -486,5 +486,54 @@ TEST_CASE("gelaco search: threads and a resumed checkpoint give bitwise the same
   other = rest;
   other.mutation = 0.2;
   CHECK_THROWS_WITH_AS(front_of(other), doctest::Contains("was made with other settings"), lwcl::error);
+  other = rest;
+  other.initial = {gelaco::genes_of(gelaco::from_spans({{1, 2}}, std::vector<double>(5, 0.0), 5))};
+  CHECK_THROWS_WITH_AS(front_of(other), doctest::Contains("was made with other settings"), lwcl::error);
   std::filesystem::remove_all(tmp);
+}
+
+TEST_CASE("gelaco genome: genes_of gives genes that decode to the same student") {
+  const auto d = gelaco::from_spans({{4, 6}, {0, 2}}, {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}, 8);
+  const auto g = gelaco::genes_of(d);
+  REQUIRE(g.size() == 32);
+  const auto back = gelaco::decode(g, 8);
+  CHECK(back.spans == d.spans);
+  CHECK(back.alpha == d.alpha);
+  CHECK(back.boundaries == std::vector<index_t>{0, 3, 4, 7, 8});
+  CHECK(back.key() == d.key());
+  // Spans at both ends of the teacher, and no span at all.
+  const auto ends = gelaco::from_spans({{0, 1}, {5, 6}}, std::vector<double>(7, 1.0), 7);
+  CHECK(gelaco::decode(gelaco::genes_of(ends), 7).spans == ends.spans);
+  CHECK(gelaco::decode(gelaco::genes_of(gelaco::from_spans({}, std::vector<double>(3, 0.0), 3)), 3).key() == "-");
+}
+
+TEST_CASE("gelaco search: initial genomes take the first population's first places") {
+  backend::cpu be;
+  auto teacher = tiny_llama(be, 5, 4);
+  gelaco::evaluator<backend::cpu> ev(*teacher, calibration(48, 1));
+  gelaco::search_options o;
+  o.population = 8;
+  o.generations = 0;
+  o.seed = 5;
+  const auto seed_a = gelaco::from_spans({{1, 3}}, {0, 0, 1, 0, 0}, 5), seed_b = gelaco::from_spans({{0, 1}, {3, 4}}, {0, 1, 0, 0, 1}, 5);
+  const auto run = [&](const gelaco::search_options& opt) {
+    gelaco::searcher<backend::cpu, policies::fitness::residual_and_kl> s(ev, {}, opt);
+    s.run();
+    return std::make_pair(s.population(), s.archive());
+  };
+  const auto [plain_pop, plain_archive] = run(o);
+  auto seeded = o;
+  seeded.initial = {gelaco::genes_of(seed_a), gelaco::genes_of(seed_b)};
+  const auto [pop, archive] = run(seeded);
+  CHECK(pop[0] == seeded.initial[0]);
+  CHECK(pop[1] == seeded.initial[1]);
+  for (std::size_t i = 2; i < pop.size(); ++i) CHECK(pop[i] == plain_pop[i]);  // the random draws as without them
+  CHECK(archive.count(seed_a.key()) == 1);
+  CHECK(archive.count(seed_b.key()) == 1);
+  // Too many, or a genome of another teacher, is refused.
+  auto bad = o;
+  bad.initial.assign(9, gelaco::genes_of(seed_a));
+  CHECK_THROWS_WITH_AS(run(bad), doctest::Contains("9 initial genomes for a population of 8"), lwcl::error);
+  bad.initial = {std::vector<double>(12, 0.5)};
+  CHECK_THROWS_WITH_AS(run(bad), doctest::Contains("a genome of 12 genes"), lwcl::error);
 }

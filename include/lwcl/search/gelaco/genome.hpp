@@ -122,4 +122,22 @@ inline decoded_genome decode(std::span<const double> genes, index_t teacher_laye
   return from_spans(std::move(d.spans), std::move(d.alpha), teacher_layers);
 }
 
+// Genes that decode() turns back into `d` (its spans and merge weights): triple i proposes span i with
+// its ends at the middle of their layers' gene intervals and its flag set; the other triples are unset.
+// For starting a search from a known student (a baseline's layer map).
+inline std::vector<double> genes_of(const decoded_genome& d) {
+  const auto L = static_cast<std::size_t>(d.teacher_layers);
+  check(L >= 1 && d.alpha.size() == L && d.spans.size() <= L, "gelaco: genes_of: a genome of ", d.spans.size(),
+        " spans and ", d.alpha.size(), " merge weights for ", L, " layers");
+  std::vector<double> g(4 * L, 0.0);
+  const auto mid = [&](index_t layer) { return (static_cast<double>(layer) + 0.5) / static_cast<double>(L); };
+  for (std::size_t i = 0; i < d.spans.size(); ++i) {
+    g[3 * i] = mid(d.spans[i].first);
+    g[3 * i + 1] = mid(d.spans[i].last);
+    g[3 * i + 2] = 1.0;
+  }
+  std::copy(d.alpha.begin(), d.alpha.end(), g.begin() + static_cast<std::ptrdiff_t>(3 * L));
+  return g;
+}
+
 }  // namespace lwcl::gelaco

@@ -71,6 +71,9 @@ struct search_options {
   int threads = 1;
   std::optional<double> fixed_alpha;  // every merged layer weighted by this; the alpha genes are ignored
   std::filesystem::path checkpoint;   // empty: no checkpoint
+  // Genomes that take the first places of the first population (a baseline's, from genes_of); the rest
+  // are drawn at random as without them.
+  std::vector<std::vector<double>> initial;
   std::function<void(index_t generation, index_t evaluations)> on_generation;  // progress
 
   void validate(index_t teacher_layers) const {
@@ -87,6 +90,9 @@ struct search_options {
     check(threads >= 1, "gelaco: ", threads, " threads");
     check(!fixed_alpha || (*fixed_alpha >= 0 && *fixed_alpha <= 1), "gelaco: fixed alpha ", fixed_alpha.value_or(0),
           " outside [0, 1]");
+    check(static_cast<index_t>(initial.size()) <= population, "gelaco: ", initial.size(),
+          " initial genomes for a population of ", population);
+    for (const auto& x : initial) decode(x, teacher_layers);  // names a bad gene or a wrong length
   }
 };
 
@@ -226,6 +232,7 @@ class searcher {
       pop_x_.assign(static_cast<std::size_t>(opt_.population), std::vector<double>(static_cast<std::size_t>(gene_count(L_))));
       for (auto& x : pop_x_)
         for (auto& g : x) g = u(rng);
+      std::copy(opt_.initial.begin(), opt_.initial.end(), pop_x_.begin());
       evaluate(pop_x_);
       generation_ = 0;
       save_checkpoint();
@@ -324,15 +331,17 @@ class searcher {
     std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the calibration ids
     for (const std::int32_t id : cal.ids)
       for (int b = 0; b < 4; ++b) h = (h ^ ((static_cast<std::uint32_t>(id) >> (8 * b)) & 0xffu)) * 1099511628211ULL;
-    return {{"needs", fit_.needs()},
-            {"probe_quality", fit_.quality(measurements{0.5, 0.25, 0.125, 0.0625})},
-            {"top_k", ev_.top_k()},
-            {"calibration", {{"B", cal.B}, {"T", cal.T}, {"tokens", cal.ids.size()}, {"fnv1a", h}}},
-            {"target_removed", opt_.multi_objective ? 0 : opt_.target_removed},
-            {"crossover", opt_.crossover},
-            {"eta_c", opt_.eta_c},
-            {"mutation", opt_.mutation},
-            {"eta_m", opt_.eta_m}};
+    nlohmann::json j = {{"needs", fit_.needs()},
+                        {"probe_quality", fit_.quality(measurements{0.5, 0.25, 0.125, 0.0625})},
+                        {"top_k", ev_.top_k()},
+                        {"calibration", {{"B", cal.B}, {"T", cal.T}, {"tokens", cal.ids.size()}, {"fnv1a", h}}},
+                        {"target_removed", opt_.multi_objective ? 0 : opt_.target_removed},
+                        {"crossover", opt_.crossover},
+                        {"eta_c", opt_.eta_c},
+                        {"mutation", opt_.mutation},
+                        {"eta_m", opt_.eta_m}};
+    if (!opt_.initial.empty()) j["initial"] = opt_.initial;  // absent without: older checkpoints stay comparable
+    return j;
   }
 
   void save_checkpoint() const {
