@@ -242,7 +242,8 @@ int main(int argc, char** argv) {
                             {"budget", cmp.opt().budget}, {"seeds", cmp.opt().seeds}, {"sources", sources},
                             {"wall_seconds", progress.seconds()}};
     std::printf("machine: %s\n", pr::machine().c_str());
-    pr::write_tables(base, "GeLaCo, ShortGPT and LaCo students before and after recovery", {t}, notes, extra);
+    pr::write_tables(base, "GeLaCo, ShortGPT and LaCo students before and after recovery", {t}, notes, extra,
+                     "gelaco_recover");
     const bool test = cmp.opt().test_split;
     plot_perplexity(students, reports, test ? "test_ppl" : "val_ppl",
                     std::string(test ? "test" : "validation") + " perplexity before and after recovery (" + search + ")",

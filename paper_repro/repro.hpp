@@ -263,9 +263,11 @@ struct table {
 };
 
 // The program's tables: printed as Markdown, and written to <dir>/table.md (with the notes under them),
-// table.csv (every table, a blank line between) and tables.json.
+// table.csv (every table, a blank line between) and tables.json; `program` names the writer in the
+// line that says so.
 inline void write_tables(const fs::path& dir, const std::string& heading, const std::vector<table>& tables,
-                         const std::vector<std::string>& notes, const json& extra = json::object()) {
+                         const std::vector<std::string>& notes, const json& extra = json::object(),
+                         const std::string& program = "paper_repro") {
   std::string md = "## " + heading + "\n\n", csv;
   json js = {{"heading", heading}, {"tables", json::array()}, {"notes", notes}};
   for (const auto& [k, v] : extra.items()) js[k] = v;
@@ -279,7 +281,7 @@ inline void write_tables(const fs::path& dir, const std::string& heading, const 
   write_text_atomic(dir / "table.md", md);
   write_text_atomic(dir / "table.csv", csv);
   write_text_atomic(dir / "tables.json", js.dump(2) + "\n");
-  std::printf("paper_repro: wrote %s/{table.md, table.csv, tables.json}\n", dir.string().c_str());
+  std::printf("%s: wrote %s/{table.md, table.csv, tables.json}\n", program.c_str(), dir.string().c_str());
 }
 
 // Progress over a program's runs, with the time left estimated from the runs done so far (weighted by
