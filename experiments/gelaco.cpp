@@ -80,17 +80,22 @@ struct student {
   std::vector<double> seed_genes;
 };
 
+// The spans of a layer map: each student layer that stands for two teacher layers or more.
+std::vector<gelaco::collapse_span> spans_of(const std::vector<index_t>& boundaries) {
+  std::vector<gelaco::collapse_span> spans;
+  for (std::size_t i = 0; i + 1 < boundaries.size(); ++i)
+    if (boundaries[i + 1] - boundaries[i] > 1) spans.push_back({boundaries[i], boundaries[i + 1] - 1});
+  return spans;
+}
+
 // The genes of a student made of the teacher layers `kept`, one in each span of `boundaries` (ShortGPT's:
 // merge weight 1 on the kept layer when it is not its span's first, 0 on the others, so the merge gives it),
 // or with every merge weight 1 (LaCo's merge over each span) when `kept` is empty.
 std::vector<double> baseline_genes(const std::vector<index_t>& boundaries, const std::vector<index_t>& kept, index_t L) {
-  std::vector<gelaco::collapse_span> spans;
   std::vector<double> alpha(static_cast<std::size_t>(L), kept.empty() ? 1.0 : 0.0);
-  for (std::size_t i = 0; i + 1 < boundaries.size(); ++i) {
-    if (boundaries[i + 1] - boundaries[i] > 1) spans.push_back({boundaries[i], boundaries[i + 1] - 1});
-    if (!kept.empty() && kept[i] != boundaries[i]) alpha[static_cast<std::size_t>(kept[i])] = 1.0;
-  }
-  return gelaco::genes_of(gelaco::from_spans(std::move(spans), std::move(alpha), L));
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    if (kept[i] != boundaries[i]) alpha[static_cast<std::size_t>(kept[i])] = 1.0;
+  return gelaco::genes_of(gelaco::from_spans(spans_of(boundaries), std::move(alpha), L));
 }
 
 nlohmann::ordered_json terms(const gelaco::measurements& m) {
@@ -176,10 +181,7 @@ int run(const settings& st, Fitness fit) {
     x.quality = fit.quality(x.m);
     // Compression counts the teacher layers each student layer stands for beyond its first: the spans of
     // its layer map, as a genome of them would (the weights do not enter).
-    std::vector<gelaco::collapse_span> spans;
-    for (std::size_t i = 0; i + 1 < x.boundaries.size(); ++i)
-      if (x.boundaries[i + 1] - x.boundaries[i] > 1) spans.push_back({x.boundaries[i], x.boundaries[i + 1] - 1});
-    const auto map = gelaco::from_spans(std::move(spans), std::vector<double>(static_cast<std::size_t>(L), 0.0), L);
+    const auto map = gelaco::from_spans(spans_of(x.boundaries), std::vector<double>(static_cast<std::size_t>(L), 0.0), L);
     x.compression = gelaco::compression_of(map, cfg, st.search.compression, T);
   };
   for (index_t n : counts) {
