@@ -98,6 +98,31 @@ LWCL_HD_INLINE float f16_to_float(std::uint16_t h) {
   return bits_float(sign | ((exp + 127 - 15) << 23) | (mant << 13));
 }
 
+// IEEE binary32 to binary16, rounding to nearest even (as PyTorch's .half() does): too large a
+// magnitude becomes an infinity, too small a subnormal or a signed zero; a NaN stays a quiet NaN that
+// keeps the top bits of its payload.
+LWCL_HD_INLINE std::uint16_t f16_from_float(float f) {
+  const std::uint32_t x = float_bits(f);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x1ffu));
+  if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to infinity
+  std::uint32_t r, rem, half;
+  if (ax < 0x38800000u) {  // below 2^-14: a subnormal in units of 2^-24
+    if (ax < 0x33000000u) return sign;  // at most 2^-25: rounds to zero (the tie goes to the even zero)
+    const std::uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e;
+    r = m >> shift;
+    rem = m & ((1u << shift) - 1u);
+    half = 1u << (shift - 1u);
+  } else {
+    r = (((ax >> 23) - 112u) << 10) | ((ax >> 13) & 0x3ffu);
+    rem = ax & 0x1fffu;
+    half = 0x1000u;
+  }
+  if (rem > half || (rem == half && (r & 1u))) ++r;  // a carry into the exponent is the right result
+  return static_cast<std::uint16_t>(sign | r);
+}
+
 template <class T>
 struct dtype_of;
 template <>

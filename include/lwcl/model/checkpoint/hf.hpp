@@ -296,22 +296,7 @@ void load_weights(Net& net, const std::string& dir) {
 }
 
 // IEEE binary16 bits of f, rounded to nearest even (overflow to infinity; NaN stays NaN, quiet).
-inline std::uint16_t f16_bits(float f) {
-  const std::uint32_t x = float_bits(f);
-  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-  const std::uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u)  // infinity, or NaN with its top payload bits and the quiet bit
-    return static_cast<std::uint16_t>(sign | (ax == 0x7f800000u ? 0x7c00u : 0x7e00u | ((ax >> 13) & 0x3ffu)));
-  if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
-  if (ax < 0x38800000u) {  // below 2^-14: a subnormal half, in units of 2^-24 (the scaling is exact)
-    const auto m = static_cast<std::uint32_t>(std::nearbyint(bits_float(ax) * 16777216.0f));
-    return static_cast<std::uint16_t>(sign | m);  // m = 0x400 is the smallest normal, correctly encoded
-  }
-  std::uint32_t h = (((ax >> 23) - 127 + 15) << 10) | ((ax & 0x7fffffu) >> 13);
-  const std::uint32_t rest = ax & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent, as it should
-  return static_cast<std::uint16_t>(sign | h);
-}
+inline std::uint16_t f16_bits(float f) { return f16_from_float(f); }
 
 // Converts `n` elements of type `from` at src into type `to` at dst (f32, f64, bf16 or f16; widening is
 // exact, narrowing rounds to nearest even).
