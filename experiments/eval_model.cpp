@@ -3,7 +3,8 @@
 // --dump-logits FILE it also writes the logits of the first sequence, so that another system's logits
 // for the same token ids can be compared (format in docs/file-formats.md; tools/compare_logits.py).
 // With --mc TASK.jsonl (one or more) it scores zero-shot multiple-choice tasks with lm-eval's protocol
-// (eval/multiple_choice.hpp; tools/make_mc_tasks.py builds two from the corpora).
+// (eval/multiple_choice.hpp; tools/make_mc_tasks.py builds two from the corpora). A packed folder
+// (experiments/quantize --save) is read with its weights dequantised.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -20,6 +21,8 @@
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/tokenizer/folder.hpp"
+#include "lwcl/quant/checkpoint.hpp"
+#include "lwcl/report/format.hpp"
 
 #include "host_instances.hpp"
 #include "lwcl/core/program.hpp"
@@ -71,7 +74,16 @@ int main(int argc, char** argv) {
     const auto cfg = checkpoint::read_hf_config(model_dir);
     backend::cpu be;
     model::transformer<backend::cpu> net(be, cfg, dtype::f32);
-    checkpoint::load_hf_weights(net, model_dir);
+    // A packed folder (quant/checkpoint.hpp) is scored through its dequantised weights.
+    const bool packed = !fs::exists(fs::path(model_dir) / "model.safetensors") && fs::exists(fs::path(model_dir) / quant::packed_file);
+    if (packed) {
+      const auto p = quant::load_packed_weights(net, model_dir);
+      std::printf("eval_model: packed checkpoint, %zu quantised linears (%s), %s on disk\n", p.names.size(),
+                  p.weights.empty() ? "none" : p.weights.front().format.describe().c_str(),
+                  report::human_bytes(static_cast<double>(p.file_bytes)).c_str());
+    } else {
+      checkpoint::load_hf_weights(net, model_dir);
+    }
     const auto tok = tokenizer::byte_bpe_of_folder(model_dir);
     if (!mc.empty()) {
       nlohmann::ordered_json out = nlohmann::ordered_json::array();

@@ -171,7 +171,7 @@ TEST_CASE("GPTQ gives the oracle's codes and scales, its loss, and a smaller lay
       opt.damp = o.scalar("damp");
       opt.block = block;
       opt.act_order = c.act_order;
-      const gptq_result res = quantize_gptq(W.data(), rows, cols, h, fmt(c.bits, c.group, c.sym, c.st), opt, c.name);
+      const quantized res = quantize_gptq(W.data(), rows, cols, h, fmt(c.bits, c.group, c.sym, c.st), opt, c.name);
       expect_matches(res.weight, c.name);
       const double want = o.scalar(std::string(c.name) + ".loss");
       CHECK(std::abs(res.loss - want) <= 1e-9 * want);

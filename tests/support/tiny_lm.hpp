@@ -12,7 +12,7 @@ namespace lwcl::test::tiny_lm {
 
 inline constexpr index_t vocab = 96, B = 4, T = 24;
 
-// 2 layers of width 32, 4 heads (GQA with 2 KV heads for llama and qwen2), FFN 64, max_seq 160.
+// 2 layers of width 64, 4 heads (GQA with 2 KV heads for llama and qwen2), FFN 160, max_seq 32.
 inline model::model_config config(model::family fam) {
   const index_t kv = fam == model::family::gpt2 ? 4 : 2;
   return model::model_config::uniform(fam, vocab, 32, 64, 2, 4, kv, 160);

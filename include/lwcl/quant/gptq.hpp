@@ -48,6 +48,24 @@ class hessian {
     rows_ += rows;
   }
 
+  // tr(D S D^T) / tr(W S W^T) for D = W - Q, S = sum x x^T: over the calibration inputs, the squared
+  // error of the layer's outputs x Q^T relative to the squared outputs x W^T (0 for Q = W). w and q are
+  // (rows x width) row by row.
+  double relative_output_error(const float* w, const float* q, index_t rows) const {
+    check(rows_ > 0, "quant::hessian: no calibration inputs were added");
+    const auto m = static_cast<std::size_t>(rows * n_);
+    std::vector<double> W(w, w + m), D(m), WS(m), DS(m);
+    for (std::size_t i = 0; i < m; ++i) D[i] = W[i] - static_cast<double>(q[i]);
+    gemm::openblas::run(false, false, rows, n_, n_, 1.0, W.data(), n_, sum_.data(), n_, 0.0, WS.data(), n_);
+    gemm::openblas::run(false, false, rows, n_, n_, 1.0, D.data(), n_, sum_.data(), n_, 0.0, DS.data(), n_);
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      num += DS[i] * D[i];
+      den += WS[i] * W[i];
+    }
+    return den > 0 ? num / den : 0.0;
+  }
+
   std::vector<double> matrix() const {
     check(rows_ > 0, "quant::hessian: no calibration inputs were added");
     std::vector<double> h(sum_);
@@ -67,10 +85,6 @@ struct gptq_options {
   bool act_order = false; // quantise columns in order of decreasing diag H
 };
 
-struct gptq_result {
-  packed_weight weight;
-  double loss = 0.0;  // sum over weights of (w - q)^2 / [H^-1]_qq^2 / 2 (the paper's objective's increase)
-};
 
 namespace detail {
 
@@ -118,12 +132,12 @@ inline std::vector<double> inverse_upper_cholesky(std::vector<double> h, index_t
 }  // namespace detail
 
 // w: the (rows x cols) f32 weight, row by row; h: its layer's Hessian (width cols).
-inline gptq_result quantize_gptq(const float* w, index_t rows, index_t cols, const hessian& h, const weight_format& f,
+inline quantized quantize_gptq(const float* w, index_t rows, index_t cols, const hessian& h, const weight_format& f,
                                  const gptq_options& o, std::string_view what) {
   check(h.width() == cols, "quant::gptq: ", what, ": a Hessian of width ", h.width(), " for a layer of ", cols, " input columns");
   check(o.damp >= 0.0 && std::isfinite(o.damp), "quant::gptq: ", what, ": dampening ", o.damp, " (expected a finite value >= 0)");
   check(o.block > 0, "quant::gptq: ", what, ": block ", o.block, " (expected at least 1 column)");
-  gptq_result res;
+  quantized res;
   res.weight = make_packed(rows, cols, f, what);
   packed_weight& p = res.weight;
   const index_t n = cols, gw = f.group_width(cols);

@@ -47,6 +47,13 @@ struct packed_weight {
   }
 };
 
+// What a quantiser hands back: the packed weight and the objective it minimised, if it has one (GPTQ:
+// the increase of its layer-wise squared error; round-to-nearest: 0, it minimises nothing jointly).
+struct quantized {
+  packed_weight weight;
+  double loss = 0.0;
+};
+
 // An empty packed weight of the given shape and format (codes zero), for a quantiser to fill.
 inline packed_weight make_packed(index_t rows, index_t cols, const weight_format& f, std::string_view what) {
   f.check_for(rows, cols, what);

@@ -342,18 +342,12 @@ inline std::string lwcl_form_reason(const model::model_config& cfg) {
   return "";
 }
 
-// Writes net (a transformer or an encoder) as a checkpoint folder: config.json is `j` (the family's
-// fields) plus head_dim and lwcl_layers, so that uneven pruned layers reload; model.safetensors holds
-// the weights in the net's dtype. Each file goes to a temporary name and is renamed.
+// config.json (with the module file when the plain form cannot hold the net) and the tokenizer, for
+// weights of dtype out_type.
 template <class Net>
-void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& dir, const hf_save_options& o) {
+void write_config(const Net& net, nlohmann::ordered_json j, const std::string& dir, dtype out_type, const hf_save_options& o) {
   namespace fs = std::filesystem;
   const auto& cfg = net.config();
-  const auto& layout = net.layout();
-  const dtype out_type = o.weights.value_or(net.type());
-  check(out_type == dtype::f32 || out_type == dtype::bf16 || out_type == dtype::f16 ||
-            (out_type == dtype::f64 && net.type() == dtype::f64),
-        "save_hf: weights in ", dtype_name(out_type), " are not written (expected f32, bf16 or f16, or f64 for an f64 model)");
   fs::create_directories(dir);
   const std::string reason = lwcl_form_reason(cfg);
   const auto module_path = fs::path(dir) / std::string(hf_module_file);
@@ -377,6 +371,24 @@ void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& d
   for (const auto& l : cfg.layers) layers.push_back({{"n_heads", l.n_heads}, {"n_kv_heads", l.n_kv_heads}, {"ffn", l.ffn}});
   j["lwcl_layers"] = layers;
   if (cfg.output_bias) j["lwcl_output_bias"] = true;
+  const auto cfg_path = (fs::path(dir) / "config.json").string();
+  write_text_atomic(cfg_path, j.dump(2) + "\n");
+  if (!o.tokenizer_from.empty()) copy_tokenizer(o.tokenizer_from, dir, cfg.max_seq);
+}
+
+// Writes net (a transformer or an encoder) as a checkpoint folder: config.json is `j` (the family's
+// fields) plus head_dim and lwcl_layers, so that uneven pruned layers reload; model.safetensors holds
+// the weights in the net's dtype. Each file goes to a temporary name and is renamed.
+template <class Net>
+void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& dir, const hf_save_options& o) {
+  namespace fs = std::filesystem;
+  const auto& cfg = net.config();
+  const auto& layout = net.layout();
+  const dtype out_type = o.weights.value_or(net.type());
+  check(out_type == dtype::f32 || out_type == dtype::bf16 || out_type == dtype::f16 ||
+            (out_type == dtype::f64 && net.type() == dtype::f64),
+        "save_hf: weights in ", dtype_name(out_type), " are not written (expected f32, bf16 or f16, or f64 for an f64 model)");
+  fs::create_directories(dir);
 
   // Gather lwcl's tensors into the Hugging Face tensors (fused and transposed where the format wants).
   struct hf_tensor {
@@ -421,9 +433,7 @@ void write_folder(const Net& net, nlohmann::ordered_json j, const std::string& d
   std::vector<safetensors_item> items;
   for (const auto& [name, t] : out) items.push_back({name, out_type, t.dims, t.bytes.data()});
   write_safetensors((fs::path(dir) / "model.safetensors").string(), items, {{"format", "pt"}});
-  const auto cfg_path = (fs::path(dir) / "config.json").string();
-  write_text_atomic(cfg_path, j.dump(2) + "\n");
-  if (!o.tokenizer_from.empty()) copy_tokenizer(o.tokenizer_from, dir, cfg.max_seq);
+  write_config(net, std::move(j), dir, out_type, o);
 }
 
 }  // namespace hf_detail
@@ -564,8 +574,9 @@ void load_hf_weights(model::encoder<Backend>& net, const std::string& dir) {
 // Writes net as a Hugging Face checkpoint folder: config.json (the family's fields, plus head_dim and
 // lwcl_layers so that uneven pruned layers reload) and model.safetensors in the net's dtype, each
 // written to a temporary name and renamed. load_hf_weights reads it back bit for bit.
+// The family part of a decoder's config.json (write_folder adds lwcl's fields).
 template <class Backend>
-void save_hf(const model::transformer<Backend>& net, const std::string& dir, const hf_save_options& o = {}) {
+nlohmann::ordered_json hf_config_of(const model::transformer<Backend>& net) {
   const auto& cfg = net.config();
   const auto& L0 = cfg.layers.front();
   nlohmann::ordered_json j;
@@ -589,7 +600,20 @@ void save_hf(const model::transformer<Backend>& net, const std::string& dir, con
   } else {
     fail("save_hf: family ", model::family_name(cfg.fam), " is not supported (expected gpt2, llama or qwen2)");
   }
-  hf_detail::write_folder(net, std::move(j), dir, o);
+  return j;
+}
+
+template <class Backend>
+void save_hf(const model::transformer<Backend>& net, const std::string& dir, const hf_save_options& o = {}) {
+  hf_detail::write_folder(net, hf_config_of(net), dir, o);
+}
+
+// The config.json (and tokenizer) save_hf writes, without model.safetensors: for a folder whose
+// weights are stored another way (quant/checkpoint.hpp's packed weights). o.weights names the dtype
+// the config's torch_dtype reports.
+template <class Backend>
+void save_hf_config(const model::transformer<Backend>& net, const std::string& dir, const hf_save_options& o = {}) {
+  hf_detail::write_config(net, hf_config_of(net), dir, o.weights.value_or(net.type()), o);
 }
 
 // Writes an encoder as a BertModel checkpoint folder (no pooler: lwcl does not use it), the same way.

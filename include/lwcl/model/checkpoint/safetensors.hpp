@@ -257,6 +257,12 @@ struct safetensors_item {
   lwcl::dtype type;
   lwcl::shape dims;
   const void* data;
+  // A dtype lwcl has no tensor type for (U8 for packed codes, say; safetensors_skipped_dtype_size
+  // gives its element size), written instead of `type` when not empty.
+  std::string raw_dtype = {};
+
+  std::size_t element_size() const { return raw_dtype.empty() ? dtype_size(type) : safetensors_skipped_dtype_size(raw_dtype); }
+  std::string dtype_name() const { return raw_dtype.empty() ? std::string(safetensors_dtype_name(type)) : raw_dtype; }
 };
 
 // Writes `items` in order to `path` (through path.tmp and a rename, so a killed writer leaves no
@@ -270,10 +276,12 @@ inline void write_safetensors(const std::string& path, const std::vector<safeten
   for (const auto& it : items) {
     check(it.name != "__metadata__" && !it.name.empty(), "write_safetensors: invalid tensor name '", it.name, "'");
     check(!header.contains(it.name), "write_safetensors: duplicate tensor name '", it.name, "'");
-    const std::size_t bytes = static_cast<std::size_t>(it.dims.numel()) * dtype_size(it.type);
+    check(it.element_size() > 0, "write_safetensors: tensor '", it.name, "' has dtype '", it.raw_dtype,
+          "', which is not a safetensors dtype lwcl writes");
+    const std::size_t bytes = static_cast<std::size_t>(it.dims.numel()) * it.element_size();
     std::vector<index_t> dims;
     for (int a = 0; a < it.dims.rank(); ++a) dims.push_back(it.dims[a]);
-    header[it.name] = {{"dtype", std::string(safetensors_dtype_name(it.type))}, {"shape", dims}, {"data_offsets", {at, at + bytes}}};
+    header[it.name] = {{"dtype", it.dtype_name()}, {"shape", dims}, {"data_offsets", {at, at + bytes}}};
     at += bytes;
   }
   std::string text = header.dump();
@@ -284,7 +292,7 @@ inline void write_safetensors(const std::string& path, const std::vector<safeten
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
   out.write(len, 8);
   out.write(text.data(), text.size());
-  for (const auto& it : items) out.write(it.data, static_cast<std::size_t>(it.dims.numel()) * dtype_size(it.type));
+  for (const auto& it : items) out.write(it.data, static_cast<std::size_t>(it.dims.numel()) * it.element_size());
   out.commit();
 }
 

@@ -1,0 +1,318 @@
+// quantize: weight-only quantisation of a checkpoint's linear layers (quant/model.hpp), every method x
+// format of a sweep, each scored by held-out perplexity on the validation and test samples against the
+// f32 model. Round-to-nearest needs no data and runs once; GPTQ (and GPTQ with act-order) runs once per
+// calibration seed (the seed picks the calibration batches from the training split), reported as
+// mean +- sample sd. Writes table.md, results.csv, results.json and perplexity.png into --out; with --save,
+// one setting's model as a packed folder and as a dequantised Hugging Face folder.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lwcl/backend/host/host.hpp"
+#include "lwcl/core/fs.hpp"
+#include "lwcl/core/timer.hpp"
+#include "lwcl/data/loader.hpp"
+#include "lwcl/data/shards.hpp"
+#include "lwcl/eval/held_out.hpp"
+#include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/policies/quantiser/gptq.hpp"
+#include "lwcl/policies/quantiser/rtn.hpp"
+#include "lwcl/quant/checkpoint.hpp"
+#include "lwcl/quant/model.hpp"
+#include "lwcl/report/format.hpp"
+#include "lwcl/report/plot.hpp"
+
+#include "host_instances.hpp"
+#include "lwcl/core/program.hpp"
+
+using namespace lwcl;
+namespace qz = lwcl::policies::quantisers;
+
+namespace {
+
+using net_t = model::transformer<backend::cpu>;
+
+struct summary {
+  double mean = 0, sd = 0;
+  int n = 0;
+};
+summary stat_of(const std::vector<double>& v) {
+  summary s;
+  s.n = static_cast<int>(v.size());
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(ss / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+std::string cell(const summary& s, const char* fmt = "%.3f") {
+  std::string out = report::format(fmt, s.mean);
+  if (s.n > 1) out += " +- " + report::format(fmt, s.sd);
+  return out;
+}
+
+struct row {
+  std::string method;  // f32, rtn, gptq, gptq_act
+  quant::weight_format format;
+  bool quantised = false;
+  double bits_per_weight = 32;  // of the quantised linears, scales and zero points included
+  double model_bytes = 0;
+  std::vector<std::vector<double>> ppl;  // per split, per seed
+  std::vector<double> error, seconds;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string x; std::getline(in, x, ',');)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lwcl quantize: RTN and GPTQ weight quantisation of a checkpoint, scored by held-out perplexity"};
+  std::string model_dir, data_dir = "data/prepared", out, methods = "rtn,gptq,gptq_act", bits_list = "8,4",
+                         groups_list = "0,64,32", schemes = "sym", scale_type = "f16", splits_list = "validation,test", save;
+  int seeds = 3, calib_batches = 16, batch = 8, seq = 0, eval_tokens = 32768, block = 128;
+  double damp = 0.01;
+  app.add_option("--model", model_dir, "checkpoint folder (config.json, model.safetensors, tokenizer)")->required();
+  app.add_option("--data", data_dir, "prepared data (train.bin for calibration; the --splits scored)");
+  app.add_option("--splits", splits_list, "comma-separated held-out splits scored (their .bin files in --data)");
+  app.add_option("--save", save, "with one method and one format: write the first seed's model here, packed (packed/, "
+                                 "quant/checkpoint.hpp) and dequantised as a Hugging Face folder (hf/)");
+  app.add_option("--out", out, "output folder (default runs/quantize_<model folder's parent>)");
+  app.add_option("--methods", methods, "comma-separated: rtn, gptq, gptq_act (GPTQ with act-order)");
+  app.add_option("--bits", bits_list, "comma-separated weight bits: 8, 4");
+  app.add_option("--groups", groups_list, "comma-separated group sizes (0: per output channel; else a multiple of 32 "
+                                          "dividing every layer's input width)");
+  app.add_option("--schemes", schemes, "comma-separated: sym, asym");
+  app.add_option("--scale-type", scale_type, "how scales are stored: f16 or bf16")->check(CLI::IsMember({"f16", "bf16"}));
+  app.add_option("--seeds", seeds, "calibration seeds of each GPTQ setting")->check(CLI::PositiveNumber);
+  app.add_option("--calib-batches", calib_batches, "calibration batches from the training split")->check(CLI::PositiveNumber);
+  app.add_option("--batch", batch, "sequences per calibration batch")->check(CLI::PositiveNumber);
+  app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-tokens", eval_tokens, "predicted tokens of each held-out sample")->check(CLI::PositiveNumber);
+  app.add_option("--damp", damp, "GPTQ dampening, a fraction of mean(diag H)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--block", block, "GPTQ lazy-batch width in columns")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  try {
+    namespace fs = std::filesystem;
+    const auto cfg = checkpoint::read_hf_config(model_dir);
+    backend::cpu be;
+    net_t net(be, cfg, dtype::f32);
+    checkpoint::load_hf_weights(net, model_dir);
+    const index_t T = seq ? seq : cfg.max_seq;
+    if (out.empty()) out = "runs/quantize_" + fs::path(model_dir).lexically_normal().parent_path().filename().string();
+    fs::create_directories(out);
+
+    std::vector<quant::weight_format> formats;
+    for (const auto& b : split_list(bits_list))
+      for (const auto& g : split_list(groups_list))
+        for (const auto& s : split_list(schemes)) {
+          check(s == "sym" || s == "asym", "quantize: scheme '", s, "' (expected sym or asym)");
+          quant::weight_format f;
+          f.bits = std::stoi(b);
+          f.group = std::stoll(g);
+          f.sym = s == "sym" ? quant::symmetry::symmetric : quant::symmetry::asymmetric;
+          f.scale_type = scale_type == "bf16" ? dtype::bf16 : dtype::f16;
+          formats.push_back(f);
+        }
+    const auto method_list = split_list(methods);
+    for (const auto& m : method_list)
+      check(m == "rtn" || m == "gptq" || m == "gptq_act", "quantize: method '", m, "' (expected rtn, gptq or gptq_act)");
+    check(!formats.empty() && !method_list.empty(), "quantize: nothing to run (no formats or no methods)");
+
+    const auto tok_dir = (fs::path(data_dir) / "tokenizer").string();
+    auto sample = [&](const char* split) {
+      return eval::make_held_out_sample(data::read_tokens((fs::path(data_dir) / (std::string(split) + ".bin")).string(), UINT64_MAX),
+                                        eval::end_of_text_id(tok_dir), T,
+                                        static_cast<std::size_t>(std::max<index_t>(1, eval_tokens / T)), split);
+    };
+    std::vector<eval::held_out_sample> samples;
+    for (const auto& sp : split_list(splits_list)) samples.push_back(sample(sp.c_str()));
+    check(!samples.empty(), "quantize: no held-out split to score (--splits)");
+    check(save.empty() || (formats.size() == 1 && method_list.size() == 1), "quantize: --save writes one model; give one method "
+          "and one format (", method_list.size(), " methods and ", formats.size(), " formats given)");
+    std::string protocols;
+    for (const auto& sm : samples) protocols += (protocols.empty() ? "" : "; ") + sm.protocol();
+    auto score = [&](row& r) {
+      r.ppl.resize(samples.size());
+      for (std::size_t k = 0; k < samples.size(); ++k) r.ppl[k].push_back(eval::perplexity(net, samples[k]).perplexity());
+    };
+    auto scores = [&](const row& r) {
+      std::string out;
+      for (std::size_t k = 0; k < samples.size(); ++k)
+        out += report::format("%s%s %.3f", k ? ", " : "", samples[k].split.c_str(), r.ppl[k].back());
+      return out;
+    };
+    const data::shard train_shard((fs::path(data_dir) / "train.bin").string());
+    auto calibration = [&](int seed) {
+      const data::batch_loader loader(train_shard, batch, T, 0x51ed2701ULL + static_cast<std::uint64_t>(seed));
+      std::vector<std::vector<std::int32_t>> b(static_cast<std::size_t>(calib_batches));
+      std::vector<std::int32_t> targets;
+      for (int k = 0; k < calib_batches; ++k) loader.batch(static_cast<std::uint64_t>(k), b[static_cast<std::size_t>(k)], targets);
+      return b;
+    };
+
+    const double f32_bytes = static_cast<double>(net.num_parameters()) * 4.0;
+    std::printf("quantize: %s (%s, %lld layers, %lld parameters); calibration %d x %d x %lld tokens from train; "
+                "held-out samples: %s\n",
+                model_dir.c_str(), std::string(model::family_name(cfg.fam)).c_str(), static_cast<long long>(cfg.n_layers()),
+                static_cast<long long>(net.num_parameters()), calib_batches, batch, static_cast<long long>(T),
+                protocols.c_str());
+    std::vector<row> rows;
+    {
+      row r;
+      r.method = "f32";
+      r.model_bytes = f32_bytes;
+      score(r);
+      std::printf("f32: %s\n", scores(r).c_str());
+      rows.push_back(r);
+    }
+    for (const auto& f : formats)
+      for (const auto& m : method_list) {
+        row r;
+        r.method = m;
+        r.format = f;
+        r.quantised = true;
+        const int n = m == "rtn" ? 1 : seeds;
+        for (int s = 0; s < n; ++s) {
+          checkpoint::load_hf_weights(net, model_dir);  // every run starts from the f32 weights
+          const auto calib = calibration(s);
+          quant::quantized_model qm;
+          if (m == "rtn") {
+            qm = quant::quantize_model(net, qz::rtn{}, f, calib, batch, T);
+          } else {
+            qz::gptq g;
+            g.options.damp = damp;
+            g.options.block = block;
+            g.options.act_order = m == "gptq_act";
+            qm = quant::quantize_model(net, g, f, calib, batch, T);
+          }
+          const double packed = static_cast<double>(qm.packed_bytes()), replaced = static_cast<double>(qm.replaced_f32_bytes());
+          r.bits_per_weight = 32.0 * packed / replaced;
+          r.model_bytes = f32_bytes - replaced + packed;
+          score(r);
+          r.error.push_back(qm.mean_relative_output_error());
+          r.seconds.push_back(qm.seconds);
+          std::printf("%s %s seed %d: %s, mean relative output error %.3e, %.1f s\n", m.c_str(), f.describe().c_str(), s,
+                      scores(r).c_str(), r.error.back(), qm.seconds);
+          if (s == 0 && !save.empty()) {
+            quant::save_packed(net, qm, (fs::path(save) / "packed").string(), model_dir);
+            checkpoint::save_hf(net, (fs::path(save) / "hf").string(), {std::nullopt, model_dir});
+            std::printf("quantize: wrote %s/packed (%s) and %s/hf (dequantised, f32)\n", save.c_str(),
+                        report::human_bytes(static_cast<double>(fs::file_size(fs::path(save) / "packed" / quant::packed_file))).c_str(),
+                        save.c_str());
+          }
+        }
+        rows.push_back(r);
+      }
+
+    // Table, CSV, JSON.
+    std::string md = "# Weight-only quantisation of " + model_dir + "\n\n";
+    md += report::format("%s, %lld layers, %lld parameters. Calibration: %d batches x %d x %lld tokens from train "
+                         "(GPTQ: %d seeds, damp %.3g, block %d). Held-out: %s. Embeddings, norms, biases and the LM "
+                         "head stay f32; bits/weight counts codes, scales and zero points of the quantised linears.\n\n",
+                         std::string(model::family_name(cfg.fam)).c_str(), static_cast<long long>(cfg.n_layers()),
+                         static_cast<long long>(net.num_parameters()), calib_batches, batch, static_cast<long long>(T), seeds,
+                         damp, block, protocols.c_str());
+    md += "| method | format | bits/weight | model size |";
+    std::string csv = "method,format,bits,group,scheme,bits_per_weight,model_bytes,";
+    for (const auto& sm : samples) {
+      md += " " + sm.split + " ppl |";
+      csv += sm.split + "_ppl," + sm.split + "_ppl_sd,";
+    }
+    md += " rel. output error | seconds | n |\n|---|---|---|---|";
+    for (std::size_t k = 0; k < samples.size(); ++k) md += "---|";
+    md += "---|---|---|\n";
+    csv += "rel_output_error,seconds,n\n";
+    nlohmann::ordered_json js = nlohmann::ordered_json::array();
+    for (const auto& r : rows) {
+      const summary e = stat_of(r.error), sec = stat_of(r.seconds);
+      const std::string fmt = r.quantised ? r.format.describe() : "f32";
+      md += report::format("| %s | %s | %.2f | %s |", r.method.c_str(), fmt.c_str(), r.bits_per_weight,
+                           report::human_bytes(r.model_bytes).c_str());
+      csv += report::format("%s,%s,%d,%lld,%s,%.4f,%.0f,", r.method.c_str(), fmt.c_str(), r.quantised ? r.format.bits : 32,
+                            static_cast<long long>(r.quantised ? r.format.group : 0),
+                            r.quantised ? std::string(quant::symmetry_name(r.format.sym)).c_str() : "", r.bits_per_weight,
+                            r.model_bytes);
+      nlohmann::ordered_json j = {{"method", r.method}, {"format", fmt}, {"bits_per_weight", r.bits_per_weight},
+                                  {"model_bytes", r.model_bytes}};
+      for (std::size_t k = 0; k < samples.size(); ++k) {
+        const summary v = stat_of(r.ppl[k]);
+        md += " " + cell(v) + " |";
+        csv += report::format("%.6f,%.6f,", v.mean, v.sd);
+        j[samples[k].split + "_ppl"] = r.ppl[k];
+      }
+      md += report::format(" %s | %s | %d |\n", r.quantised ? cell(e, "%.2e").c_str() : "", r.quantised ? cell(sec, "%.1f").c_str() : "",
+                           static_cast<int>(r.ppl[0].size()));
+      csv += report::format("%.6e,%.3f,%d\n", r.quantised ? e.mean : 0.0, r.quantised ? sec.mean : 0.0, static_cast<int>(r.ppl[0].size()));
+      j["relative_output_error"] = r.error;
+      j["seconds"] = r.seconds;
+      js.push_back(j);
+    }
+    std::printf("\n%s", md.c_str());
+    const fs::path dir(out);
+    write_text_atomic((dir / "table.md").string(), md);
+    write_text_atomic((dir / "results.csv").string(), csv);
+    nlohmann::ordered_json doc = {{"model", model_dir}, {"family", model::family_name(cfg.fam)}, {"parameters", net.num_parameters()},
+                                  {"calibration", {{"batches", calib_batches}, {"batch", batch}, {"seq", T}, {"seeds", seeds}}},
+                                  {"gptq", {{"damp", damp}, {"block", block}}},
+                                  {"protocols", protocols}, {"rows", js}};
+    write_text_atomic((dir / "results.json").string(), doc.dump(1) + "\n");
+
+    // Validation perplexity against bits per weight: one series per method, f32 as a level line.
+    report::chart c;
+    c.title = "weight-only quantisation: " + fs::path(model_dir).lexically_normal().parent_path().filename().string();
+    c.x_label = "bits per weight (codes + scales)";
+    c.y_label = samples[0].split + " perplexity";
+    c.log_y = true;
+    double x_lo = 1e9, x_hi = 0;
+    for (const auto& r : rows)
+      if (r.quantised) {
+        x_lo = std::min(x_lo, r.bits_per_weight);
+        x_hi = std::max(x_hi, r.bits_per_weight);
+      }
+    report::series f32;
+    f32.label = "f32";
+    f32.x = {x_lo, x_hi};
+    f32.y = {rows[0].ppl[0][0], rows[0].ppl[0][0]};
+    c.lines.push_back(f32);
+    for (const auto& m : method_list) {
+      report::series s;
+      s.label = m;
+      s.points = true;
+      for (const auto& r : rows)
+        if (r.method == m) {
+          s.x.push_back(r.bits_per_weight);
+          s.y.push_back(stat_of(r.ppl[0]).mean);
+        }
+      c.lines.push_back(s);
+    }
+    report::write_png(c, dir / "perplexity.png");
+    std::printf("quantize: wrote %s/{table.md,results.csv,results.json,perplexity.png}\n", out.c_str());
+    return 0;
+  } catch (const lwcl::error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    return lwcl::report_failure(e);
+  }
+}
