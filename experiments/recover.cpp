@@ -29,6 +29,7 @@
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/policies/curriculum/two_stage.hpp"
 #include "lwcl/policies/pruning/magnitude.hpp"
+#include "lwcl/quant/format.hpp"
 #include "lwcl/core/program.hpp"
 
 using namespace lwcl;
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
                                              "student (default: a third of a visit's steps)");
   app.add_option("--checkpoint-every", checkpoint_every, "segment steps between checkpoints (0: visit ends only)")
       ->check(CLI::NonNegativeNumber);
+  std::string fake_quant;
+  app.add_option("--fake-quant", fake_quant, "quantisation-aware recovery: train every segment on its linear weights "
+                                             "fake-quantised to this format (int4:g64, int8:g0:asym, ...; straight through); "
+                                             "needs a curriculum without final KD (two_stage or none)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
@@ -118,6 +123,12 @@ int main(int argc, char** argv) {
     po.validation_ids = data::read_tokens((fs::path(opt.data) / "validation.bin").string(),
                                          static_cast<std::uint64_t>(2 * opt.batch * opt.seq) + 1);
     po.policy_labels["pruning"] = pruned_by(student_dir);
+    if (!fake_quant.empty()) {
+      po.fake_quant = quant::parse_format(fake_quant);
+      std::printf("recover: segments train on linear weights fake-quantised to %s (the student written keeps the f32 "
+                  "weights; experiments/quantize --methods rtn at the same format gives the quantised model)\n",
+                  po.fake_quant->describe().c_str());
+    }
     auto teacher = [&] { return checkpoint::load_hf(be, opt.teacher); };
 
     auto go = [&](auto curriculum_policy, auto cache_policy) {

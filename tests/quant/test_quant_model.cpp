@@ -2,7 +2,8 @@
 // layer quantiser applied to each weight; GPTQ quantises each block on the inputs the already quantised
 // blocks before it give (checked for layer 1 against quantize_gptq on a Hessian built here from a
 // forward pass of the quantised layer 0); the quantised model computes what its dequantised weights
-// do; packed checkpoints round-trip bit for bit; bad settings are refused with the layer named.
+// do; packed checkpoints round-trip bit for bit; a fake-quantised segment's gradients are the
+// straight-through ones; bad settings are refused with the layer named.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,12 +14,15 @@
 #include <vector>
 
 #include "lwcl/backend/host/host.hpp"
+#include "lwcl/distill/segment_trainer.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/policies/quantiser/gptq.hpp"
 #include "lwcl/policies/quantiser/rtn.hpp"
 #include "lwcl/quant/checkpoint.hpp"
+#include "lwcl/quant/fake_quant.hpp"
 #include "lwcl/quant/model.hpp"
+#include "support/check.hpp"
 #include "support/tiny_lm.hpp"
 
 using namespace lwcl;
@@ -273,4 +277,83 @@ TEST_CASE("quantize_model and packed checkpoints refuse bad input with a clear e
                        doctest::Contains("tensor 'layers.0.attn.q.weight.codes' has shape [32, 64], expected [64, 32]"), lwcl::error);
   CHECK_THROWS_WITH_AS(quant::load_packed_weights(other, scratch("missing").string()), doctest::Contains("no '"), lwcl::error);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("fake quantisation: the weights RTN's codes stand for; a segment's straight-through gradients are those at them") {
+  // fake_quantize equals dequantize(quantize_rtn()) in every scheme.
+  const auto w = test::random_normal<float>(64 * 96, 4, 0.05);
+  for (const auto& f : {fmt(4, 32), fmt(4, 0, quant::symmetry::asymmetric), fmt(8, 32, quant::symmetry::asymmetric), fmt(8, 0)}) {
+    CAPTURE(f.describe());
+    std::vector<float> q = w;
+    quant::fake_quantize(q.data(), 64, 96, f, "w");
+    CHECK(q == quant::dequantize(quant::quantize_rtn(w, 64, 96, f, "w")));
+  }
+  CHECK(quant::is_block_linear("layers.3.attn.q.weight"));
+  CHECK(quant::is_block_linear("layers.0.mlp.down.weight"));
+  CHECK_FALSE(quant::is_block_linear("layers.0.attn.q.bias"));
+  CHECK_FALSE(quant::is_block_linear("layers.0.norm1.weight"));
+  CHECK_FALSE(quant::is_block_linear("wte.weight"));
+
+  backend::cpu be;
+  net_t net(be, tl::config(model::family::llama), dtype::f32);
+  net.init(8);
+  const auto& cfg = net.config();
+  const auto host = params_of(net);
+  const std::vector<double> master(host.begin(), host.end());
+  const auto f = fmt(4, 32);
+  // The same parameters with layer 1's linear weights already rounded: the plain segment's reference point.
+  std::vector<float> rounded = host;
+  for (const auto& e : net.layout().entries())
+    if (e.name.rfind("layers.1.", 0) == 0 && quant::is_block_linear(e.name))
+      quant::fake_quantize(rounded.data() + e.offset, e.shape[0], e.shape[1], f, e.name);
+  const std::vector<double> at_grid(rounded.begin(), rounded.end());
+  optim::adamw_config oc;
+  oc.lr = 1e-3;
+  distill::segment_trainer<backend::cpu> qat(be, cfg, 1, 2, net.layout(), master, dtype::f32, oc);
+  distill::segment_trainer<backend::cpu> ref(be, cfg, 1, 2, net.layout(), at_grid, dtype::f32, oc);
+  qat.set_fake_quant(f);
+  REQUIRE(qat.fake_quant().has_value());
+
+  const auto xs = test::random_normal<float>(static_cast<std::size_t>(tl::B * tl::T * cfg.d_model), 1);
+  const auto ts = test::random_normal<float>(xs.size(), 2);
+  const tensor x(xs.data(), {tl::B, tl::T, cfg.d_model}), t(ts.data(), {tl::B, tl::T, cfg.d_model});
+  auto host_of = [&](const tensor& v) {
+    const float* p = static_cast<const float*>(v.data);
+    return std::vector<float>(p, p + v.numel());
+  };
+  const auto before = host_of(qat.params());
+  const double lq = qat.compute_gradients(x, t), lr = ref.compute_gradients(x, t);
+  CHECK(lq == lr);
+  CHECK(host_of(qat.grads()) == host_of(ref.grads()));  // every parameter's, the rounded linears' straight through
+  CHECK(host_of(qat.params()) == before);               // the f32 weights are back after the pass
+  CHECK(qat.loss(x, t) == ref.loss(x, t));
+  std::vector<float> y1(xs.size()), y2(xs.size());
+  qat.forward(x, tensor(y1.data(), x.shape));
+  ref.forward(x, tensor(y2.data(), x.shape));
+  CHECK(y1 == y2);
+  CHECK(qat.memory_use().work >= 2 * qat.params().bytes());
+
+  // Training at the quantised point lowers its loss, and moves the f32 weights.
+  const double l0 = qat.loss(x, t);
+  for (int s = 0; s < 20; ++s) qat.step(x, t, 1e-3);
+  CHECK(qat.loss(x, t) < l0);
+  CHECK(host_of(qat.params()) != before);
+
+  distill::segment_trainer<backend::cpu> bad(be, cfg, 0, 1, net.layout(), master, dtype::f32, oc);
+  CHECK_THROWS_WITH_AS(bad.set_fake_quant(fmt(4, 64)),
+                       doctest::Contains("layers.0.mlp.down.weight: group size 64 does not divide the layer's 160 input columns"),
+                       lwcl::error);
+}
+
+TEST_CASE("parse_format reads the command-line spelling of a weight format and refuses others") {
+  const auto a = quant::parse_format("int4:g64:asym:bf16");
+  CHECK(a.bits == 4);
+  CHECK(a.group == 64);
+  CHECK(a.sym == quant::symmetry::asymmetric);
+  CHECK(a.scale_type == dtype::bf16);
+  const auto b = quant::parse_format("int8");
+  CHECK(b.describe() == "int8 g0 sym f16");
+  CHECK_THROWS_WITH_AS(quant::parse_format("int3"), doctest::Contains("'int3' is not int4 or int8"), lwcl::error);
+  CHECK_THROWS_WITH_AS(quant::parse_format("int4:64"), doctest::Contains("'64' is not a group (g64)"), lwcl::error);
+  CHECK_THROWS_WITH_AS(quant::parse_format("int4:g64:sym:f16:x"), doctest::Contains("too many fields"), lwcl::error);
 }

@@ -3,7 +3,9 @@
 // buffers that hold only that segment's parameters, gradients and AdamW moments, learning to map an
 // input feature (teacher or student boundary feature) to the teacher's feature at the segment's end
 // with a feature loss (a loss policy: policies/loss/). Nothing else of the student or the teacher is
-// resident while it trains.
+// resident while it trains. With fake quantisation set (quantisation-aware training) every forward
+// pass runs on the segment's linear weights rounded to a weight format, and the gradients they give are
+// applied to the full-precision weights (straight through).
 
 #include <algorithm>
 #include <istream>
@@ -22,6 +24,8 @@
 #include "lwcl/optim/clip.hpp"
 #include "lwcl/policies/concepts.hpp"
 #include "lwcl/policies/loss/nmse.hpp"
+#include "lwcl/quant/fake_quant.hpp"
+#include "lwcl/quant/format.hpp"
 
 namespace lwcl::distill {
 
@@ -69,7 +73,7 @@ class segment_trainer {
   // Bytes resident for training this segment: parameters, gradients, AdamW moments, activations.
   std::size_t resident_bytes() const { return memory_use().total(); }
   segment_memory_use memory_use() const {
-    return {params_.bytes(), grads_.bytes(), opt_->state_bytes(), stack_->activation_bytes(), work_bytes()};
+    return {params_.bytes(), grads_.bytes(), opt_->state_bytes(), stack_->activation_bytes(), work_bytes() + fake_quant_bytes()};
   }
 
   // The segment's training state (parameters, then AdamW's step and moments) as bytes, and back: what a
@@ -90,19 +94,45 @@ class segment_trainer {
     be_.from_host(params_.data(), p.data(), p.size());
   }
 
+  // Quantisation-aware training from here on: every forward pass (forward, loss, compute_gradients, step)
+  // sees each linear weight of the segment as dequantize(quantize_rtn(w)) under `f`, its scales found
+  // from the current weights at every pass; gradients are taken there and applied to the f32 weights
+  // (straight through); params() and write_back() hold the f32 weights. The segment must be f32 and
+  // every linear must fit the format (checked here, naming the layer). Costs one copy of the segment's
+  // parameters in host memory while it trains.
+  void set_fake_quant(const quant::weight_format& f) {
+    check(type_ == dtype::f32, "segment_trainer: fake quantisation trains f32 weights, and the segment holds ",
+          dtype_name(type_));
+    linears_.clear();
+    for (const auto& e : layout_.entries())
+      if (quant::is_block_linear(e.name)) {
+        f.check_for(e.shape[0], e.shape[1], e.name);
+        linears_.push_back(&e);
+      }
+    check(!linears_.empty(), "segment_trainer: layers [", first_, ", ", last_, ") have no linear weight to fake-quantise");
+    fake_quant_ = f;
+  }
+  const std::optional<quant::weight_format>& fake_quant() const { return fake_quant_; }
+
   // y = segment(x); x and y are (B, T, C) in backend memory.
-  void forward(const tensor& x, const tensor& y) { stack_->forward(x, y); }
+  void forward(const tensor& x, const tensor& y) {
+    const quantised_weights q(*this);
+    stack_->forward(x, y);
+  }
 
   // Loss of segment(x) against `target` without a parameter update.
   double loss(const tensor& x, const tensor& target) {
     ensure(x.shape);
+    const quantised_weights q(*this);
     stack_->forward(x, out_.view());
     return apply_loss(tensor(), target);
   }
 
-  // Fills grads() with d(loss)/d(segment parameters) for (x, target) and returns the loss.
+  // Fills grads() with d(loss)/d(segment parameters) for (x, target) and returns the loss (with fake
+  // quantisation: at the quantised weights).
   double compute_gradients(const tensor& x, const tensor& target) {
     ensure(x.shape);
+    const quantised_weights q(*this);
     be_.fill_zero(grads_.data(), grads_.bytes());
     stack_->forward(x, out_.view());
     be_.fill_zero(dout_.view().data, dout_.view().bytes());
@@ -154,6 +184,29 @@ class segment_trainer {
   }
 
  private:
+  // While alive, the segment's parameters hold the fake-quantised linear weights; the f32 ones come
+  // back when it goes (also when the pass throws). Does nothing without fake quantisation.
+  class quantised_weights {
+   public:
+    explicit quantised_weights(segment_trainer& s) : s_(s) {
+      if (!s_.fake_quant_) return;
+      master_.resize(static_cast<std::size_t>(s_.layout_.numel()));
+      s_.be_.to_host(master_.data(), s_.params_.data(), master_.size() * sizeof(float));
+      std::vector<float> q(master_);
+      for (const auto* e : s_.linears_) quant::fake_quantize(q.data() + e->offset, e->shape[0], e->shape[1], *s_.fake_quant_, e->name);
+      s_.be_.from_host(s_.params_.data(), q.data(), q.size() * sizeof(float));
+    }
+    ~quantised_weights() {
+      if (!master_.empty()) s_.be_.from_host(s_.params_.data(), master_.data(), master_.size() * sizeof(float));
+    }
+    quantised_weights(const quantised_weights&) = delete;
+    quantised_weights& operator=(const quantised_weights&) = delete;
+
+   private:
+    segment_trainer& s_;
+    std::vector<float> master_;
+  };
+
   void load(const tensor_layout& model_layout, const std::vector<double>& model_params) {
     std::vector<double> host(static_cast<std::size_t>(layout_.numel()), 0.0);
     for (const auto& e : layout_.entries()) {
@@ -198,6 +251,8 @@ class segment_trainer {
     scratch_ = owned_tensor<Backend>(be_, type_, {2 * s[0] * s[1]});
   }
   std::size_t work_bytes() const { return out_.view().bytes() + dout_.view().bytes() + scratch_.view().bytes(); }
+  // Host bytes fake quantisation holds during a pass: the f32 weights and their rounded copy.
+  std::size_t fake_quant_bytes() const { return fake_quant_ ? 2 * params_.bytes() : 0; }
   double apply_loss(const tensor& dout, const tensor& target) {
     return loss_.compute(be_, dout, scratch_.view(), out_.view(), target, 1.0);
   }
@@ -213,6 +268,8 @@ class segment_trainer {
   std::unique_ptr<model::block_stack<Backend>> stack_;
   std::unique_ptr<optim::adamw<Backend>> opt_;
   owned_tensor<Backend> out_, dout_, scratch_;
+  std::optional<quant::weight_format> fake_quant_;
+  std::vector<const tensor_layout::entry*> linears_;  // the entries fake quantisation rounds
 };
 
 }  // namespace lwcl::distill

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
@@ -54,6 +55,38 @@ struct weight_format {
           " input columns are not a multiple of 32");
   }
 };
+
+// A format from its command-line spelling: "int4", "int4:g64", "int8:g0:asym", "int4:g128:sym:bf16" (bits,
+// then optionally the group, the scheme and the scale type; defaults per channel, symmetric, f16).
+inline weight_format parse_format(const std::string& text) {
+  weight_format f;
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t c = text.find(':', at);
+    parts.push_back(text.substr(at, c == std::string::npos ? std::string::npos : c - at));
+    if (c == std::string::npos) break;
+    at = c + 1;
+  }
+  const auto bad = [&](const std::string& why) {
+    fail("quant: weight format '", text, "': ", why, " (expected int4 or int8, then optionally :g<group>, :sym or :asym, "
+         ":f16 or :bf16, e.g. int4:g64:asym)");
+  };
+  if (parts.size() > 4) bad("too many fields");
+  if (parts[0] == "int4") f.bits = 4;
+  else if (parts[0] == "int8") f.bits = 8;
+  else bad("'" + parts[0] + "' is not int4 or int8");
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (p.size() > 1 && p[0] == 'g' && p.find_first_not_of("0123456789", 1) == std::string::npos && p.size() < 12) f.group = std::stoll(p.substr(1));
+    else if (p == "sym") f.sym = symmetry::symmetric;
+    else if (p == "asym") f.sym = symmetry::asymmetric;
+    else if (p == "f16") f.scale_type = dtype::f16;
+    else if (p == "bf16") f.scale_type = dtype::bf16;
+    else bad("'" + p + "' is not a group (g64), a scheme (sym, asym) or a scale type (f16, bf16)");
+  }
+  return f;
+}
 
 // Rounds a positive scale to what its storage type holds (round to nearest even), so that the codes are
 // chosen against the scale the dequantiser will read.

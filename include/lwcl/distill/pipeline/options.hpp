@@ -14,6 +14,7 @@
 #include "lwcl/core/config.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/model/checkpoint/save_options.hpp"
+#include "lwcl/quant/format.hpp"
 
 namespace lwcl::distill {
 
@@ -64,6 +65,11 @@ struct pipeline_options {
   // checkpoint fingerprint: the pipeline never runs the pruning slot, so a program that recovers a
   // student pruned elsewhere labels the run with the criterion that really pruned it (experiments/recover).
   std::map<std::string, std::string> policy_labels;
+  // Quantisation-aware layer-wise training (segment_trainer::set_fake_quant): every visit trains its
+  // segment on linear weights fake-quantised to this format, straight through. The student written and
+  // evaluated holds the f32 weights; quant::quantize_model with quantisers::rtn at the same format gives
+  // the quantised model the training saw. A curriculum closing with logit KD is refused with it.
+  std::optional<quant::weight_format> fake_quant;
 };
 
 struct pipeline_halted {};

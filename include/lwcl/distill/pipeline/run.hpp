@@ -234,6 +234,9 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
   const student_state initial = opt_.validation_ids.empty() ? student_state{} : st_;
   check(!st_.is_encoder() || !sched_.has_final_kd(), "pipeline: the curriculum closes with logit KD, and the student is "
         "an encoder, which has no logits: pick a curriculum without final KD");
+  check(!opt_.fake_quant || !sched_.has_final_kd(), "pipeline: fake quantisation (", opt_.fake_quant ? opt_.fake_quant->describe() : "",
+        ") trains the layer-wise visits, and the curriculum closes with logit KD on the whole student, which does not "
+        "fake-quantise: pick a curriculum without final KD");
   res_.policies = names_;
   res_.total = opt_.total;
 
@@ -430,6 +433,7 @@ std::vector<double> pipeline_run<Backend, CachePolicy, Loss>::initial_losses(con
     sf_->load(sf_->teacher_item(sf_->teacher_out(sg.last), 0), y.view());
     segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
                                             loss_, opt_.clip);
+    if (opt_.fake_quant) seg.set_fake_quant(*opt_.fake_quant);
     d.push_back(seg.loss(x, y.view()));
     res_.flops += static_cast<double>(B_ * T_) * prune::layers_flops_per_token(st_.config, sg.first, sg.last, T_);
   }
@@ -538,6 +542,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(std::size_t p, index_t pos,
   oc.weight_decay = opt_.weight_decay;
   segment_trainer<Backend, loss_type> seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc,
                                           loss_, opt_.clip);
+  if (opt_.fake_quant) seg.set_fake_quant(*opt_.fake_quant);
   if (s0 > 0) read_segment_state(*resumed_from_, seg, s0);
   optim::cosine_schedule sched{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
   timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps

@@ -65,7 +65,7 @@ inline std::map<std::string, std::string> labelled_policies(std::map<std::string
 }
 
 // What must not change between a run and its resumption: the batch shape, the cached batches (their
-// tokens, hashed), the layer map, the budget, the policies and the dtype.
+// tokens, hashed), the layer map, the budget, the policies, the dtype and the fake quantisation.
 inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::batch_loader& loader,
                                       const std::vector<index_t>& tlo, const std::map<std::string, std::string>& policies,
                                       dtype type) {
@@ -80,7 +80,8 @@ inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::b
           {"final_kd_share", opt.final_kd_share},
           {"kd_lr", opt.kd_lr},
           {"policies", policies},
-          {"dtype", std::string(dtype_name(type))}};
+          {"dtype", std::string(dtype_name(type))},
+          {"fake_quant", opt.fake_quant ? opt.fake_quant->describe() : std::string("none")}};
 }
 
 // <run>/config.json: the policies, the budget, the options and the student's shape.
@@ -103,7 +104,8 @@ inline void write_run_config(const std::filesystem::path& path, const std::map<s
                   {"prefetch_threads", opt.prefetch.threads},
                   {"prefetch_ring", opt.prefetch.ring},
                   {"batch", loader.batch_size()},
-                  {"seq_len", loader.seq_len()}};
+                  {"seq_len", loader.seq_len()},
+                  {"fake_quant", opt.fake_quant ? opt.fake_quant->describe() : std::string("none")}};
   j["student"] = {{"family", std::string(model::family_name(s.config.fam))},
                   {"layers", s.config.n_layers()},
                   {"d_model", s.config.d_model},
