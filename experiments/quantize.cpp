@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   CLI::App app{"lwcl quantize: RTN and GPTQ weight quantisation of a checkpoint, scored by held-out perplexity"};
   std::string model_dir, data_dir = "data/prepared", out, methods = "rtn,gptq,gptq_act", bits_list = "8,4",
                          groups_list = "0,64,32", schemes = "sym", scale_type = "f16", splits_list = "validation,test", save;
-  int seeds = 3, calib_batches = 16, batch = 8, seq = 0, eval_tokens = 32768, block = 128;
+  int seeds = 3, first_seed = 0, calib_batches = 16, batch = 8, seq = 0, eval_tokens = 32768, block = 128;
   double damp = 0.01;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, model.safetensors, tokenizer)")->required();
   app.add_option("--data", data_dir, "prepared data (train.bin for calibration; the --splits scored)");
@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
   app.add_option("--schemes", schemes, "comma-separated: sym, asym");
   app.add_option("--scale-type", scale_type, "how scales are stored: f16 or bf16")->check(CLI::IsMember({"f16", "bf16"}));
   app.add_option("--seeds", seeds, "calibration seeds of each GPTQ setting")->check(CLI::PositiveNumber);
+  app.add_option("--first-seed", first_seed, "the first calibration seed (seeds --first-seed, --first-seed + 1, ...)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--calib-batches", calib_batches, "calibration batches from the training split")->check(CLI::PositiveNumber);
   app.add_option("--batch", batch, "sequences per calibration batch")->check(CLI::PositiveNumber);
   app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(CLI::NonNegativeNumber);
@@ -195,7 +197,7 @@ int main(int argc, char** argv) {
         const int n = m == "rtn" ? 1 : seeds;
         for (int s = 0; s < n; ++s) {
           checkpoint::load_hf_weights(net, model_dir);  // every run starts from the f32 weights
-          const auto calib = calibration(s);
+          const auto calib = calibration(first_seed + s);
           quant::quantized_model qm;
           if (m == "rtn") {
             qm = quant::quantize_model(net, qz::rtn{}, f, calib, batch, T);
@@ -212,7 +214,7 @@ int main(int argc, char** argv) {
           score(r);
           r.error.push_back(qm.mean_relative_output_error());
           r.seconds.push_back(qm.seconds);
-          std::printf("%s %s seed %d: %s, mean relative output error %.3e, %.1f s\n", m.c_str(), f.describe().c_str(), s,
+          std::printf("%s %s seed %d: %s, mean relative output error %.3e, %.1f s\n", m.c_str(), f.describe().c_str(), first_seed + s,
                       scores(r).c_str(), r.error.back(), qm.seconds);
           if (s == 0 && !save.empty()) {
             quant::save_packed(net, qm, (fs::path(save) / "packed").string(), model_dir);
@@ -273,7 +275,7 @@ int main(int argc, char** argv) {
     write_text_atomic((dir / "table.md").string(), md);
     write_text_atomic((dir / "results.csv").string(), csv);
     nlohmann::ordered_json doc = {{"model", model_dir}, {"family", model::family_name(cfg.fam)}, {"parameters", net.num_parameters()},
-                                  {"calibration", {{"batches", calib_batches}, {"batch", batch}, {"seq", T}, {"seeds", seeds}}},
+                                  {"calibration", {{"batches", calib_batches}, {"batch", batch}, {"seq", T}, {"seeds", seeds}, {"first_seed", first_seed}}},
                                   {"gptq", {{"damp", damp}, {"block", block}}},
                                   {"protocols", protocols}, {"rows", js}};
     write_text_atomic((dir / "results.json").string(), doc.dump(1) + "\n");
