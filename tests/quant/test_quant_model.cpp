@@ -16,10 +16,12 @@
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/distill/segment_trainer.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
+#include "lwcl/model/decode.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/policies/quantiser/gptq.hpp"
 #include "lwcl/policies/quantiser/rtn.hpp"
 #include "lwcl/quant/checkpoint.hpp"
+#include "lwcl/quant/decode.hpp"
 #include "lwcl/quant/fake_quant.hpp"
 #include "lwcl/quant/model.hpp"
 #include "support/check.hpp"
@@ -356,4 +358,38 @@ TEST_CASE("parse_format reads the command-line spelling of a weight format and r
   CHECK_THROWS_WITH_AS(quant::parse_format("int3"), doctest::Contains("'int3' is not int4 or int8"), lwcl::error);
   CHECK_THROWS_WITH_AS(quant::parse_format("int4:64"), doctest::Contains("'64' is not a group (g64)"), lwcl::error);
   CHECK_THROWS_WITH_AS(quant::parse_format("int4:g64:sym:f16:x"), doctest::Contains("too many fields"), lwcl::error);
+}
+
+TEST_CASE("kv_decoder with packed linears gives the logits of the dequantised model, prompt and single-token steps") {
+  for (const auto fam : {model::family::gpt2, model::family::llama}) {
+    for (const auto& f : {fmt(4, 32), fmt(8, 0, quant::symmetry::asymmetric)}) {
+      CAPTURE(model::family_name(fam));
+      CAPTURE(f.describe());
+      backend::cpu be;
+      net_t net(be, tl::config(fam), dtype::f32);
+      net.init(17);
+      const auto q = quant::quantize_model(net, qz::rtn{}, f, {}, 0, 0, false);
+      std::vector<std::string> names;
+      for (const auto& l : q.layers) names.push_back(l.name);
+      const quant::packed_linears packed(names, q.weights);
+      CHECK(packed.size() == q.layers.size());
+      CHECK(packed.bytes() == q.packed_bytes());
+      model::kv_decoder<backend::cpu> plain(net, 16), fast(net, 16);
+      packed.attach(fast, net);
+      const std::vector<std::int32_t> prompt = {3, 14, 15, 92, 65, 35};
+      std::vector<float> a, b;
+      for (int step = 0; step < 4; ++step) {
+        const std::vector<std::int32_t> in = step == 0 ? prompt : std::vector<std::int32_t>{static_cast<std::int32_t>(7 * step)};
+        model::logits_to_host(be, plain.step(in), 0, static_cast<index_t>(in.size()), a);
+        model::logits_to_host(be, fast.step(in), 0, static_cast<index_t>(in.size()), b);
+        CAPTURE(step);
+        CHECK(test::rel_error(b, a) < 1e-5);
+      }
+    }
+  }
+  backend::cpu be;
+  net_t net(be, tl::config(model::family::llama), dtype::f32);
+  const auto q = quant::quantize_model(net, qz::rtn{}, fmt(4, 32), {}, 0, 0, false);
+  std::vector<std::string> names(q.layers.size(), "layers.0.attn.q.weight");
+  CHECK_THROWS_WITH_AS(quant::packed_linears(names, q.weights), doctest::Contains("is given twice"), lwcl::error);
 }

@@ -3,12 +3,15 @@
 // sequence at positions length() .. length() + n - 1 and returns their logits, computing each layer's
 // keys and values for the new tokens only and attending over the cached ones. The logits equal those
 // of a full forward over the whole sequence at every position (tests/model/test_decode.cpp). Works on
-// both backends (the same ops as block_forward); per-layer widths are the model's.
+// both backends (the same ops as block_forward); per-layer widths are the model's. A program can route
+// the block linears elsewhere (set_linear: packed quantised weights, say) while the rest stays as is.
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lwcl/model/block.hpp"
@@ -79,6 +82,13 @@ class kv_decoder {
 
   kv_decoder(const kv_decoder&) = delete;
   kv_decoder& operator=(const kv_decoder&) = delete;
+
+  // How a block linear is computed: out = inp weight^T + bias for layer `layer`'s linear `which`
+  // ("attn.q.weight", "mlp.down.weight", ...; weight is the model's tensor, bias may be empty). Unset:
+  // ops::linear_forward.
+  using linear_fn = std::function<void(index_t layer, std::string_view which, const tensor& out, const tensor& inp,
+                                       const tensor& weight, const tensor& bias)>;
+  void set_linear(linear_fn f) { linear_ = std::move(f); }
 
   index_t length() const { return len_; }
   index_t capacity() const { return cap_; }
@@ -179,27 +189,37 @@ class kv_decoder {
       else
         ops::layernorm_forward(be, out, view(s_.mean, {n}), view(s_.rstd, {n}), inp, wt, b, sh.eps);
     };
+    auto lin = [&](std::string_view which, const tensor& out, const tensor& inp, const tensor& wt, const tensor& b) {
+      if (linear_)
+        linear_(l, which, out, inp, wt, b);
+      else
+        ops::linear_forward(be, out, inp, wt, b);
+    };
     // x2 = x + o(attn(norm1(x))), the new keys and values written straight into the cache.
     norm(h, x, w.norm1_w, w.norm1_b);
-    ops::linear_forward(be, flat(q), h, w.q_w, w.q_b);
-    ops::linear_forward(be, flat(k_new), h, w.k_w, w.k_b);
-    ops::linear_forward(be, flat(v_new), h, w.v_w, w.v_b);
+    lin("attn.q.weight", flat(q), h, w.q_w, w.q_b);
+    lin("attn.k.weight", flat(k_new), h, w.k_w, w.k_b);
+    lin("attn.v.weight", flat(v_new), h, w.v_w, w.v_b);
     if (sh.tr.rope) {
       ops::rope_forward(be, q, q, sh.theta, len_);
       ops::rope_forward(be, k_new, k_new, sh.theta, len_);
     }
     ops::attention_cached_forward(be, att, s_.probs, q, c.k, c.v, len_);
-    ops::linear_forward(be, x2, flat(att), w.o_w, w.o_b);
+    lin("attn.o.weight", x2, flat(att), w.o_w, w.o_b);
     ops::add(be, x2, x2, x);
     // y = x2 + mlp(norm2(x2))
     norm(h, x2, w.norm2_w, w.norm2_b);
     const tensor f = view(s_.f, {1, n, sh.F}), g = view(s_.g, {1, n, sh.F});
     if (sh.tr.gated_mlp) {
       const tensor s = view(s_.s, {1, n, sh.F});
-      ops::linear_forward(be, f, h, w.fc_w, w.fc_b);
-      ops::linear_forward(be, g, h, w.up_w, tensor());
+      lin("mlp.gate.weight", f, h, w.fc_w, w.fc_b);
+      lin("mlp.up.weight", g, h, w.up_w, tensor());
       ops::swiglu_forward(be, s, f, g);
-      ops::linear_forward(be, y, s, w.proj_w, w.proj_b);
+      lin("mlp.down.weight", y, s, w.proj_w, w.proj_b);
+    } else if (linear_) {
+      lin("mlp.fc.weight", f, h, w.fc_w, w.fc_b);
+      ops::gelu_forward(be, g, f, detail::gelu_of(sh));
+      lin("mlp.proj.weight", y, g, w.proj_w, w.proj_b);
     } else {
       ops::linear_gelu_forward(be, g, f, h, w.fc_w, w.fc_b, detail::gelu_of(sh));
       ops::linear_forward(be, y, g, w.proj_w, w.proj_b);
@@ -212,6 +232,7 @@ class kv_decoder {
   index_t cap_, chunk_, len_ = 0;
   std::vector<std::unique_ptr<layer_cache>> kv_;
   scratch s_;
+  linear_fn linear_;
 };
 
 }  // namespace lwcl::model
