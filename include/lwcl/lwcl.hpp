@@ -128,6 +128,7 @@
 #include "lwcl/quant/matmul.hpp"
 #include "lwcl/quant/model.hpp"
 #include "lwcl/quant/packed.hpp"
+#include "lwcl/quant/quantiser.hpp"
 #include "lwcl/quant/rtn.hpp"
 #include "lwcl/report/plot.hpp"
 #include "lwcl/tensor/arena.hpp"

@@ -30,10 +30,10 @@
 #include "lwcl/model/block.hpp"
 #include "lwcl/model/config.hpp"
 #include "lwcl/model/weights.hpp"
-#include "lwcl/policies/quantiser/concept.hpp"
 #include "lwcl/quant/format.hpp"
 #include "lwcl/quant/gptq.hpp"
 #include "lwcl/quant/packed.hpp"
+#include "lwcl/quant/quantiser.hpp"
 
 namespace lwcl::quant {
 
@@ -114,7 +114,7 @@ const tensor& input_of(const model::block_shape& sh, const model::block_acts<Bac
 // Quantises every block linear of `net` (f32) with `q` to format `f`, in place; `calibration` holds
 // batches of B * T token ids (row-major (B, T)), and may be empty for a quantiser that needs none.
 // Progress goes to stderr when `show_progress`.
-template <class Backend, policies::quantiser Q>
+template <class Backend, quantiser Q>
 quantized_model quantize_model(model::weights<Backend>& net, const Q& q, const weight_format& f,
                                const std::vector<std::vector<std::int32_t>>& calibration, index_t B, index_t T,
                                bool show_progress = true) {
