@@ -3,7 +3,8 @@
 // side in one process, at batch 1 (decoding) and 16, on 1 and 2 threads, over a LLaMA-7B-shaped layer
 // (4096 x 4096, 11008 x 4096, 4096 x 11008) and the deep teachers' own (768 x 192, 192 x 768). A result
 // that differs from the f32 GEMM of the dequantised weight by more than f32 rounding reports no speed.
-// Prints the CPU's model and features and the kernel level the dequantiser chose.
+// Then 8-bit activations (W8A8, W4A8: quant::a8_matmul) on the same shapes. Prints the CPU's model and
+// features and the kernel level the dequantiser chose.
 //   build/host/bench/bench_quant --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -17,6 +18,7 @@
 
 #include "lwcl/backend/host/gemm_openblas.hpp"
 #include "lwcl/core/rng.hpp"
+#include "lwcl/quant/act_quant.hpp"
 #include "lwcl/quant/matmul.hpp"
 #include "lwcl/quant/rtn.hpp"
 
@@ -91,6 +93,38 @@ void bench_packed(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 
+// 8-bit activations per token with packed weights (quant::a8_matmul: VNNI byte dot products where the
+// CPU has them), checked against the f32 product of the dequantised operands first.
+template <int Bits, int Group>
+void bench_a8(benchmark::State& state) {
+  const index_t N = state.range(0), K = state.range(1), M = state.range(2);
+  set_threads(static_cast<int>(state.range(3)));
+  const auto W = random_matrix(N * K, 1, 0.1f), x = random_matrix(M * K, 2, 2.0f);
+  weight_format f;
+  f.bits = Bits;
+  f.group = Group;
+  const packed_weight p = quantize_rtn(W, N, K, f, "bench");
+  const a8_weight w = prepare_a8(p, "bench");
+  std::vector<float> y(static_cast<std::size_t>(M * N)), ref(y.size()), xq = x;
+  a8_matmul(w, x.data(), M, nullptr, y.data());
+  fake_quantize_tokens(xq.data(), M, K);
+  const auto deq = dequantize(p);
+  lwcl::gemm::openblas::run(false, true, M, N, K, 1.0f, xq.data(), K, deq.data(), K, 0.0f, ref.data(), N);
+  for (std::size_t i = 0; i < y.size(); i += 97)
+    if (std::abs(y[i] - ref[i]) > 1e-3f * (1.0f + std::abs(ref[i]))) {
+      state.SkipWithError("differs from the f32 GEMM of the dequantised operands");
+      return;
+    }
+  for (auto _ : state) {
+    a8_matmul(w, x.data(), M, nullptr, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(cpu_has_vnni() ? "vnni" : "plain loops");
+  state.counters["weight_MiB"] = static_cast<double>(w.bytes()) / (1 << 20);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(M * N * K) * static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
 void shapes(benchmark::internal::Benchmark* b, bool batch1_only) {
   const std::vector<std::pair<index_t, index_t>> nk = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {768, 192}, {192, 768}};
   for (const auto& [n, k] : nk)
@@ -109,6 +143,8 @@ BENCHMARK(bench_f32_sgemv)->Apply([](auto* b) { shapes(b, true); });
 BENCHMARK_TEMPLATE(bench_packed, 8, 0)->Apply([](auto* b) { shapes(b, false); });
 BENCHMARK_TEMPLATE(bench_packed, 4, 0)->Apply([](auto* b) { shapes(b, false); });
 BENCHMARK_TEMPLATE(bench_packed, 4, 64)->Apply([](auto* b) { shapes(b, false); });
+BENCHMARK_TEMPLATE(bench_a8, 8, 0)->Apply([](auto* b) { shapes(b, false); });
+BENCHMARK_TEMPLATE(bench_a8, 4, 0)->Apply([](auto* b) { shapes(b, false); });
 
 int main(int argc, char** argv) {
   std::ifstream cpu("/proc/cpuinfo");

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <vector>
+#include <utility>
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/model/block.hpp"
@@ -127,4 +128,81 @@ TEST_CASE("block config errors name the layer and the widths") {
   cfg.layers[1].ffn = 0;
   CHECK_THROWS_WITH_AS(cfg.validate(), doctest::Contains("layer 1 has FFN width 0"), lwcl::error);
   CHECK_THROWS_WITH_AS(model::parse_family("gpt3"), doctest::Contains("model family 'gpt3' is unknown"), lwcl::error);
+}
+
+namespace {
+
+// Scales column c of each linear site's input by that site's factor s[c] (and the gradient likewise):
+// the same block as one whose weights at that site have their columns scaled.
+struct column_scale_hook : model::linear_input_hook {
+  std::vector<double> s[4];
+  int forwards = 0, backwards = 0;
+  void apply(model::linear_site site, const tensor& x) {
+    auto* d = x.ptr<double>("column_scale_hook");
+    const auto& f = s[static_cast<int>(site)];
+    const index_t K = static_cast<index_t>(f.size());
+    REQUIRE(x.numel() % K == 0);
+    for (index_t i = 0; i < x.numel(); ++i) d[i] *= f[static_cast<std::size_t>(i % K)];
+  }
+  void forward(index_t layer, model::linear_site site, const tensor& x) override {
+    CHECK(layer == 7);
+    ++forwards;
+    apply(site, x);
+  }
+  void backward(index_t layer, model::linear_site site, const tensor& dx) override {
+    CHECK(layer == 7);
+    ++backwards;
+    apply(site, dx);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a linear input hook is the same block as scaling the site's weight columns, forward and backward") {
+  for (const char* name : {"gpt2", "llama_gqa"}) {
+    CAPTURE(name);
+    block_case<double> hooked(name), scaled(name);
+    column_scale_hook h;
+    const index_t widths[4] = {hooked.sh.C, hooked.sh.H * hooked.sh.D, hooked.sh.C, hooked.sh.F};
+    for (int s = 0; s < 4; ++s)
+      for (index_t c = 0; c < widths[s]; ++c) h.s[s].push_back(c % 3 == 0 ? 0.0 : 0.5 + 0.01 * static_cast<double>((c * 7 + s) % 50));
+    const std::vector<std::pair<const char*, int>> site_of = {
+        {"attn.q.weight", 0}, {"attn.k.weight", 0}, {"attn.v.weight", 0}, {"attn.o.weight", 1}, {"mlp.fc.weight", 2},
+        {"mlp.gate.weight", 2}, {"mlp.up.weight", 2}, {"mlp.proj.weight", 3}, {"mlp.down.weight", 3}};
+    for (const auto& [param, site] : site_of) {
+      if (!scaled.layout.contains(param)) continue;
+      const auto& e = scaled.layout.find(param);
+      for (index_t r = 0; r < e.shape[0]; ++r)
+        for (index_t c = 0; c < e.shape[1]; ++c) scaled.params[static_cast<std::size_t>(e.offset + r * e.shape[1] + c)] *= h.s[site][static_cast<std::size_t>(c)];
+    }
+    model::block_forward(hooked.be, hooked.sh, hooked.w, *hooked.acts, tensor(hooked.x.data(), hooked.xs()),
+                         tensor(hooked.y.data(), hooked.xs()), &h, 7);
+    model::block_backward(hooked.be, hooked.sh, hooked.w, hooked.dw, *hooked.acts, *hooked.gacts, tensor(hooked.x.data(), hooked.xs()),
+                          tensor(hooked.dx.data(), hooked.xs()), tensor(hooked.dy.data(), hooked.xs()), &h, 7);
+    scaled.forward();
+    scaled.backward();
+    CHECK(h.forwards == 4);
+    CHECK(h.backwards == 4);
+    CHECK(rel_error(hooked.y, scaled.y) < 1e-12);
+    CHECK(rel_error(hooked.dx, scaled.dx) < 1e-12);
+    // The hooked block's weight gradient is taken at the scaled input: the scaled block's, column-scaled.
+    for (const auto& [param, site] : site_of) {
+      if (!scaled.layout.contains(param)) continue;
+      CAPTURE(param);
+      const auto& e = scaled.layout.find(param);
+      auto want = scaled.grad_of(param);
+      for (index_t r = 0; r < e.shape[0]; ++r)
+        for (index_t c = 0; c < e.shape[1]; ++c) want[static_cast<std::size_t>(r * e.shape[1] + c)] *= h.s[site][static_cast<std::size_t>(c)];
+      CHECK(rel_error(hooked.grad_of(param), want) < 1e-12);
+    }
+    for (const char* other : {"norm1.weight", "norm2.weight"}) {
+      CAPTURE(other);
+      CHECK(rel_error(hooked.grad_of(other), scaled.grad_of(other)) < 1e-12);
+    }
+  }
+  block_case<double> bert("bert");
+  column_scale_hook h;
+  CHECK_THROWS_WITH_AS(model::block_forward(bert.be, bert.sh, bert.w, *bert.acts, tensor(bert.x.data(), bert.xs()),
+                                            tensor(bert.y.data(), bert.xs()), &h, 7),
+                       doctest::Contains("needs a pre-norm block"), lwcl::error);
 }

@@ -22,6 +22,21 @@
 
 namespace lwcl::model {
 
+// Where a block's linears read their input: q, k and v read norm1's output, o the attention's, the MLP's
+// first linear(s) norm2's output, its last the activation's.
+enum class linear_site { qkv, o, mlp_in, mlp_out };
+
+// A hook on the inputs of a pre-norm block's linears (the supernet's activation quantisation and width
+// masks, search/supernet.hpp). forward() may rewrite x, the tensor the site's linears are about to read,
+// in place (their weight gradients are then taken at what it wrote); backward() is handed d(loss)/d(that
+// rewritten input), summed over the site's linears, and rewrites it in place into d(loss)/d(the input
+// before the hook). Layers are the model's indices. Host code; it runs between the backend's kernels.
+struct linear_input_hook {
+  virtual ~linear_input_hook() = default;
+  virtual void forward(index_t layer, linear_site site, const tensor& x) = 0;
+  virtual void backward(index_t layer, linear_site site, const tensor& dx) = 0;
+};
+
 // The widths of one block.
 struct block_shape {
   family_traits tr{};
@@ -167,7 +182,7 @@ inline ops::gelu_kind gelu_of(const block_shape& sh) { return sh.tr.gelu_erf ? o
 // Self-attention sub-layer forward: q, k, v projections of `inp`, optional RoPE, attention into a.att.
 template <class Backend>
 void attention_part_forward(Backend& be, const block_shape& sh, const block_weights& w, block_acts<Backend>& a,
-                            const tensor& inp) {
+                            const tensor& inp, linear_input_hook* hook = nullptr, index_t layer = 0) {
   ops::linear_forward(be, heads_flat(a.q), inp, w.q_w, w.q_b);
   ops::linear_forward(be, heads_flat(a.k), inp, w.k_w, w.k_b);
   ops::linear_forward(be, heads_flat(a.v), inp, w.v_w, w.v_b);
@@ -176,6 +191,7 @@ void attention_part_forward(Backend& be, const block_shape& sh, const block_weig
     ops::rope_forward(be, a.k, a.k, sh.theta);
   }
   ops::attention_forward(be, a.att.reshaped(a.q.shape), a.probs, a.q, a.k, a.v, sh.tr.causal);
+  if (hook) hook->forward(layer, linear_site::o, a.att);
 }
 
 // Backward of attention_part_forward given d(att) in g.att: accumulates into dinp and the weights' grads.
@@ -203,15 +219,17 @@ void attention_part_backward(Backend& be, const block_shape& sh, const block_wei
 // MLP forward from `inp` into `out` (out = mlp(inp), before any residual).
 template <class Backend>
 void mlp_forward(Backend& be, const block_shape& sh, const block_weights& w, block_acts<Backend>& a, const tensor& inp,
-                 const tensor& out) {
+                 const tensor& out, linear_input_hook* hook = nullptr, index_t layer = 0) {
   if (sh.tr.gated_mlp) {
     ops::linear_forward(be, a.f, inp, w.fc_w, w.fc_b);
     ops::linear_forward(be, a.g, inp, w.up_w, tensor());
     ops::swiglu_forward(be, a.s, a.f, a.g);
+    if (hook) hook->forward(layer, linear_site::mlp_out, a.s);
     ops::linear_forward(be, out, a.s, w.proj_w, w.proj_b);
   } else {
     // a.f keeps the pre-activation for gelu_backward; on CUDA one cuBLASLt GEMM writes both.
     ops::linear_gelu_forward(be, a.g, a.f, inp, w.fc_w, w.fc_b, gelu_of(sh));
+    if (hook) hook->forward(layer, linear_site::mlp_out, a.g);
     ops::linear_forward(be, out, a.g, w.proj_w, w.proj_b);
   }
 }
@@ -219,17 +237,20 @@ void mlp_forward(Backend& be, const block_shape& sh, const block_weights& w, blo
 // Backward of mlp_forward given dout: accumulates into dinp and the weights' grads.
 template <class Backend>
 void mlp_backward(Backend& be, const block_shape& sh, const block_weights& w, block_weights& dw, block_acts<Backend>& a,
-                  block_acts<Backend>& g, const tensor& inp, const tensor& dinp, const tensor& dout) {
+                  block_acts<Backend>& g, const tensor& inp, const tensor& dinp, const tensor& dout,
+                  linear_input_hook* hook = nullptr, index_t layer = 0) {
   be.fill_zero(g.f.data, g.f.bytes());
   be.fill_zero(g.g.data, g.g.bytes());
   if (sh.tr.gated_mlp) {
     be.fill_zero(g.s.data, g.s.bytes());
     ops::linear_backward(be, g.s, dw.proj_w, dw.proj_b, dout, a.s, w.proj_w);
+    if (hook) hook->backward(layer, linear_site::mlp_out, g.s);
     ops::swiglu_backward(be, g.f, g.g, g.s, a.f, a.g);
     ops::linear_backward(be, dinp, dw.fc_w, tensor(), g.f, inp, w.fc_w);
     ops::linear_backward(be, dinp, dw.up_w, tensor(), g.g, inp, w.up_w);
   } else {
     ops::linear_backward(be, g.g, dw.proj_w, dw.proj_b, dout, a.g, w.proj_w);
+    if (hook) hook->backward(layer, linear_site::mlp_out, g.g);
     ops::gelu_backward(be, g.f, g.g, a.f, gelu_of(sh));
     ops::linear_backward(be, dinp, dw.fc_w, dw.fc_b, g.f, inp, w.fc_w);
   }
@@ -237,20 +258,25 @@ void mlp_backward(Backend& be, const block_shape& sh, const block_weights& w, bl
 
 }  // namespace detail
 
-// y = block(x) for x, y of shape (B, T, C); saves activations in `a`.
+// y = block(x) for x, y of shape (B, T, C); saves activations in `a`. `hook` (pre-norm families only)
+// sees the input of each linear site of block `layer` before its linears read it.
 template <class Backend>
 void block_forward(Backend& be, const block_shape& sh, const block_weights& w, block_acts<Backend>& a, const tensor& x,
-                   const tensor& y) {
+                   const tensor& y, linear_input_hook* hook = nullptr, index_t layer = 0) {
   using namespace detail;
   ops::expect_shape("block_forward", "x", x, shape{a.B, a.T, sh.C});
   ops::expect_shape("block_forward", "y", y, x.shape);
+  check(!hook || !sh.tr.post_norm, "block_forward: a linear input hook needs a pre-norm block (gpt2, llama, qwen2); ",
+        "post-norm blocks (bert) read their inputs twice");
   if (!sh.tr.post_norm) {
     norm_forward(be, sh, a.h1, a.n1_mean, a.n1_rstd, x, w.norm1_w, w.norm1_b);
-    attention_part_forward(be, sh, w, a, a.h1);
+    if (hook) hook->forward(layer, linear_site::qkv, a.h1);
+    attention_part_forward(be, sh, w, a, a.h1, hook, layer);
     ops::linear_forward(be, a.x2, a.att, w.o_w, w.o_b);
     ops::add(be, a.x2, a.x2, x);
     norm_forward(be, sh, a.h2, a.n2_mean, a.n2_rstd, a.x2, w.norm2_w, w.norm2_b);
-    mlp_forward(be, sh, w, a, a.h2, y);
+    if (hook) hook->forward(layer, linear_site::mlp_in, a.h2);
+    mlp_forward(be, sh, w, a, a.h2, y, hook, layer);
     ops::add(be, y, y, a.x2);
   } else {
     attention_part_forward(be, sh, w, a, x);
@@ -267,22 +293,27 @@ void block_forward(Backend& be, const block_shape& sh, const block_weights& w, b
 // shaped like the activations (constructed with for_grads = true); `x` is the forward's input.
 template <class Backend>
 void block_backward(Backend& be, const block_shape& sh, const block_weights& w, block_weights& dw, block_acts<Backend>& a,
-                    block_acts<Backend>& g, const tensor& x, const tensor& dx, const tensor& dy) {
+                    block_acts<Backend>& g, const tensor& x, const tensor& dx, const tensor& dy,
+                    linear_input_hook* hook = nullptr, index_t layer = 0) {
   using namespace detail;
   ops::expect_shape("block_backward", "dy", dy, shape{a.B, a.T, sh.C});
   ops::expect_shape("block_backward", "dx", dx, dy.shape);
+  check(!hook || !sh.tr.post_norm, "block_backward: a linear input hook needs a pre-norm block");
   if (!sh.tr.post_norm) {
     // y = x2 + mlp(norm2(x2))
     ops::copy(be, g.x2, dy);
     be.fill_zero(g.h2.data, g.h2.bytes());
-    mlp_backward(be, sh, w, dw, a, g, a.h2, g.h2, dy);
+    mlp_backward(be, sh, w, dw, a, g, a.h2, g.h2, dy, hook, layer);
+    if (hook) hook->backward(layer, linear_site::mlp_in, g.h2);
     norm_backward(be, sh, g.x2, dw.norm2_w, dw.norm2_b, g.h2, a.x2, w.norm2_w, a.n2_mean, a.n2_rstd);
     // x2 = x + o(attn(norm1(x)))
     ops::accumulate(be, dx, g.x2);
     be.fill_zero(g.att.data, g.att.bytes());
     ops::linear_backward(be, g.att, dw.o_w, dw.o_b, g.x2, a.att, w.o_w);
+    if (hook) hook->backward(layer, linear_site::o, g.att);
     be.fill_zero(g.h1.data, g.h1.bytes());
     attention_part_backward(be, sh, w, dw, a, g, a.h1, g.h1);
+    if (hook) hook->backward(layer, linear_site::qkv, g.h1);
     norm_backward(be, sh, dx, dw.norm1_w, dw.norm1_b, g.h1, x, w.norm1_w, a.n1_mean, a.n1_rstd);
   } else {
     // y = norm2(ypre), ypre = x2 + mlp(x2)

@@ -41,6 +41,10 @@ class block_stack {
     return n;
   }
 
+  // Every block's linear inputs go through `h` from here on (null: none). Must outlive the stack's passes.
+  void set_input_hook(linear_input_hook* h) { hook_ = h; }
+  linear_input_hook* input_hook() const { return hook_; }
+
   // y = blocks(x). x must stay unchanged until backward (it is the first block's saved input).
   void forward(const tensor& x, const tensor& y) {
     check(x.shape.rank() == 3 && x.shape[2] == cfg_.d_model, "block_stack::forward: x has shape ", x.shape.str(),
@@ -50,7 +54,7 @@ class block_stack {
     for (std::size_t i = 0; i < shapes_.size(); ++i) {
       const tensor& in = i == 0 ? x : hidden_[i - 1];
       const tensor& out = i + 1 == shapes_.size() ? y : hidden_[i];
-      block_forward(be_, shapes_[i], w_[i], *acts_[i], in, out);
+      block_forward(be_, shapes_[i], w_[i], *acts_[i], in, out, hook_, first_ + static_cast<index_t>(i));
     }
   }
 
@@ -63,7 +67,8 @@ class block_stack {
       const tensor& in = i == 0 ? x_ : hidden_[i - 1];
       tensor dnext = i == 0 && dx.data ? dx : dstream_[i % 2];
       if (!(i == 0 && dx.data)) be_.fill_zero(dnext.data, dnext.bytes());
-      block_backward(be_, shapes_[i], w_[i], dw_[i], *acts_[i], *grad_scratch_[scratch_of_[i]], in, dnext, dcur);
+      block_backward(be_, shapes_[i], w_[i], dw_[i], *acts_[i], *grad_scratch_[scratch_of_[i]], in, dnext, dcur, hook_,
+                     first_ + static_cast<index_t>(i));
       dcur = dnext;
     }
   }
@@ -111,6 +116,7 @@ class block_stack {
   tensor dstream_[2];
   std::unique_ptr<arena<Backend>> mem_;
   tensor x_;
+  linear_input_hook* hook_ = nullptr;
 };
 
 }  // namespace lwcl::model

@@ -166,13 +166,17 @@ class transformer : public weights<Backend> {
       const auto sh = shape_of_layer(cfg_, l);
       block_acts<Backend> acts(be_, sh, B, T, type_);
       a.block_bytes = std::max(a.block_bytes, acts.bytes());
-      block_forward(be_, sh, bind_block(layout_, layer_prefix(l), params_.data(), type_), acts, a.x, a.y);
+      block_forward(be_, sh, bind_block(layout_, layer_prefix(l), params_.data(), type_), acts, a.x, a.y, infer_hook_, l);
       std::swap(a.x, a.y);
     }
     if (hidden.data) ops::copy(be_, hidden, a.x);
     final_norm(a.x, a.hf, a.nf_mean, a.nf_rstd);
     ops::linear_forward(be_, logits, a.hf, head(), tensor());
   }
+  // infer_logits' blocks pass their linears' inputs through `h` (null: none; pre-norm families), e.g.
+  // to quantise activations as a W8A8 model would. Must outlive the calls.
+  void set_infer_hook(linear_input_hook* h) { infer_hook_ = h; }
+
   // The logits of a last hidden state h ((B, T, C), backend memory) into `logits` ((B, T, vocab)): the
   // final norm and the head, with scratch of its own, so several threads may call it on one model.
   void head_logits(const tensor& h, const tensor& logits) const {
@@ -263,6 +267,7 @@ class transformer : public weights<Backend> {
   model_config cfg_;
   std::unique_ptr<activations> acts_;
   std::unique_ptr<inference_scratch> infer_;
+  linear_input_hook* infer_hook_ = nullptr;
   tensor tokens_, targets_;
 };
 

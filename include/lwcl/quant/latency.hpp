@@ -4,8 +4,9 @@
 // summed over a model's block linears, plus the measured time of everything else in a decoding step
 // (embeddings, norms, attention over the cache, the head) for the model's architecture. The table is
 // measured on this machine (measure_linear) and written as JSON; bench/latency_model checks its
-// predictions against whole models decoding. Activations are f32 (act_bits 32): lwcl has no activation
-// quantisation yet.
+// predictions against whole models decoding. Activations are f32 (act_bits 32) or int8 per token
+// (act_bits 8: quant/act_quant.hpp; with f32 weights that is quantise-dequantise before the f32 GEMM, what
+// a host without a 16-bit-activation kernel runs, so it never pays).
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +28,7 @@
 #include "lwcl/model/decode.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/linear.hpp"
+#include "lwcl/quant/act_quant.hpp"
 #include "lwcl/quant/matmul.hpp"
 #include "lwcl/quant/rtn.hpp"
 
@@ -55,6 +57,7 @@ struct linear_key {
 struct linear_choice {
   int weight_bits = 32;
   index_t group = 0;
+  int act_bits = 32;
 };
 
 // The block linears of a model config: (name under the layer prefix, rows, cols) per layer.
@@ -96,7 +99,7 @@ class latency_table {
     for (index_t l = 0; l < cfg.n_layers(); ++l)
       for (const auto& [name, rows, cols] : block_linears(cfg, l)) {
         const linear_choice c = choice(l, name);
-        s += at({rows, cols, c.weight_bits, c.weight_bits == 32 ? 0 : c.group, 32, tokens, threads});
+        s += at({rows, cols, c.weight_bits, c.weight_bits == 32 ? 0 : c.group, c.act_bits, tokens, threads});
       }
     return s;
   }
@@ -156,10 +159,11 @@ inline double median_seconds(const std::function<void()>& f, double min_seconds,
 }  // namespace latency_detail
 
 // Measures one linear on the host as a decoding step runs it: the f32 layer through ops::linear_forward
-// (the host backend's GEMM), a packed one through dequant_matmul over RTN-packed random weights. The
-// caller sets the thread count (OpenMP and OpenBLAS); `threads` only labels the key.
+// (the host backend's GEMM), a packed one through dequant_matmul over RTN-packed random weights, and with
+// 8-bit activations a packed one through a8_matmul (an f32 one quantises and dequantises its input, then
+// runs the f32 GEMM). The caller sets the thread count (OpenMP and OpenBLAS); `threads` only labels the key.
 inline double measure_linear(const linear_key& k, double min_seconds = 0.05) {
-  check(k.act_bits == 32, "measure_linear: ", k.act_bits, " activation bits (lwcl quantises weights only: expected 32)");
+  check(k.act_bits == 32 || k.act_bits == 8, "measure_linear: ", k.act_bits, " activation bits (expected 32 or 8)");
   check(k.rows > 0 && k.cols > 0 && k.tokens > 0, "measure_linear: ", k.str(), " (expected positive sizes)");
   const philox_stream s{0x1a7e, static_cast<std::uint64_t>(k.rows * 131 + k.cols)};
   std::vector<float> W(static_cast<std::size_t>(k.rows * k.cols)), x(static_cast<std::size_t>(k.tokens * k.cols)),
@@ -170,12 +174,27 @@ inline double measure_linear(const linear_key& k, double min_seconds = 0.05) {
     backend::cpu be;
     const tensor tw(W.data(), {k.rows, k.cols}), tx(x.data(), {1, k.tokens, k.cols}), ty(y.data(), {1, k.tokens, k.rows}),
         tb(b.data(), {k.rows});
+    if (k.act_bits == 8) {
+      std::vector<float> xq(x.size());
+      const tensor tq(xq.data(), {1, k.tokens, k.cols});
+      return latency_detail::median_seconds(
+          [&] {
+            std::copy(x.begin(), x.end(), xq.begin());
+            fake_quantize_tokens(xq.data(), k.tokens, k.cols);
+            ops::linear_forward(be, ty, tq, tw, tb);
+          },
+          min_seconds);
+    }
     return latency_detail::median_seconds([&] { ops::linear_forward(be, ty, tx, tw, tb); }, min_seconds);
   }
   weight_format f;
   f.bits = k.weight_bits;
   f.group = k.group;
   const packed_weight p = quantize_rtn(W, k.rows, k.cols, f, k.str());
+  if (k.act_bits == 8) {
+    const a8_weight w8 = prepare_a8(p, k.str());
+    return latency_detail::median_seconds([&] { a8_matmul(w8, x.data(), k.tokens, b.data(), y.data()); }, min_seconds);
+  }
   return latency_detail::median_seconds([&] { dequant_matmul(p, x.data(), k.tokens, b.data(), y.data()); }, min_seconds);
 }
 

@@ -18,8 +18,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,13 +113,15 @@ const tensor& input_of(const model::block_shape& sh, const model::block_acts<Bac
 
 }  // namespace model_detail
 
-// Quantises every block linear of `net` (f32) with `q` to format `f`, in place; `calibration` holds
-// batches of B * T token ids (row-major (B, T)), and may be empty for a quantiser that needs none.
-// Progress goes to stderr when `show_progress`.
+// The format of each block linear by parameter name; std::nullopt keeps that linear f32 (mixed precision).
+using format_fn = std::function<std::optional<weight_format>(const std::string& name)>;
+
+// quantize_model (the uniform overload below) with each linear in its own format (format_of); out.format
+// is the first quantised layer's.
 template <class Backend, quantiser Q>
-quantized_model quantize_model(model::weights<Backend>& net, const Q& q, const weight_format& f,
+quantized_model quantize_model(model::weights<Backend>& net, const Q& q, const format_fn& format_of,
                                const std::vector<std::vector<std::int32_t>>& calibration, index_t B, index_t T,
-                               bool show_progress = true) {
+                               bool show_progress = true, const std::string& label = "mixed") {
   const auto& cfg = net.config();
   check(net.type() == dtype::f32, "quantize_model: the model holds ", dtype_name(net.type()),
         " weights (expected f32: the quantisers read f32 weights)");
@@ -142,21 +146,21 @@ quantized_model quantize_model(model::weights<Backend>& net, const Q& q, const w
     for (const auto& st : model_detail::stages_of(sh))
       for (const auto& [name, field] : st.linears) {
         const tensor& t = w.*field;
-        f.check_for(t.shape[0], t.shape[1], model::layer_prefix(l) + name);
+        if (const auto f = format_of(model::layer_prefix(l) + name)) f->check_for(t.shape[0], t.shape[1], model::layer_prefix(l) + name);
       }
   }
 
   Backend& be = net.backend();
   quantized_model out;
-  out.format = f;
   out.quantiser = std::string(Q::name);
+  bool first_format = true;
   timer clock;
   const index_t C = cfg.d_model, n_layers = cfg.n_layers();
   index_t total = 0;
   for (index_t l = 0; l < n_layers; ++l)
     for (const auto& st : model_detail::stages_of(model::shape_of_layer(cfg, l))) total += static_cast<index_t>(st.linears.size());
   std::unique_ptr<progress> bar;
-  if (show_progress) bar = std::make_unique<progress>("quantize " + out.quantiser + " " + f.describe(), total);
+  if (show_progress) bar = std::make_unique<progress>("quantize " + out.quantiser + " " + label, total);
 
   // The hidden state of every calibration batch at the current block's input, in host memory.
   std::vector<std::vector<float>> hidden;
@@ -205,6 +209,14 @@ quantized_model quantize_model(model::weights<Backend>& net, const Q& q, const w
         timer t;
         const tensor& wt = w.*field;
         const index_t rows = wt.shape[0], cols = wt.shape[1];
+        const auto fo = format_of(prefix + name);
+        if (!fo) {
+          if (bar) bar->update(++done, prefix + name + " kept f32");
+          continue;
+        }
+        const weight_format& f = *fo;
+        if (first_format) out.format = f;
+        first_format = false;
         std::vector<float> W(static_cast<std::size_t>(rows * cols));
         be.to_host(W.data(), wt.data, W.size() * sizeof(float));
         quantized_layer rep;
@@ -236,6 +248,17 @@ quantized_model quantize_model(model::weights<Backend>& net, const Q& q, const w
   }
   out.seconds = clock.seconds();
   return out;
+}
+
+// Quantises every block linear of `net` (f32) with `q` to format `f`, in place; `calibration` holds
+// batches of B * T token ids (row-major (B, T)), and may be empty for a quantiser that needs none.
+// Progress goes to stderr when `show_progress`.
+template <class Backend, quantiser Q>
+quantized_model quantize_model(model::weights<Backend>& net, const Q& q, const weight_format& f,
+                               const std::vector<std::vector<std::int32_t>>& calibration, index_t B, index_t T,
+                               bool show_progress = true) {
+  return quantize_model(net, q, format_fn([f](const std::string&) { return std::optional<weight_format>(f); }), calibration, B,
+                        T, show_progress, f.describe());
 }
 
 }  // namespace lwcl::quant
