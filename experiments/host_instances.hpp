@@ -77,11 +77,12 @@ LWCL_HOST_INSTANCE lwcl::train::cached_lm lwcl::train::ensure_lm<lwcl::backend::
 LWCL_HOST_INSTANCE void lwcl::model::block_forward<lwcl::backend::cpu>(lwcl::backend::cpu&, const lwcl::model::block_shape&,
                                                                         const lwcl::model::block_weights&,
                                                                         lwcl::model::block_acts<lwcl::backend::cpu>&,
-                                                                        const lwcl::tensor&, const lwcl::tensor&);
+                                                                        const lwcl::tensor&, const lwcl::tensor&,
+                                                                        lwcl::model::linear_input_hook*, lwcl::index_t);
 LWCL_HOST_INSTANCE void lwcl::model::block_backward<lwcl::backend::cpu>(
     lwcl::backend::cpu&, const lwcl::model::block_shape&, const lwcl::model::block_weights&, lwcl::model::block_weights&,
     lwcl::model::block_acts<lwcl::backend::cpu>&, lwcl::model::block_acts<lwcl::backend::cpu>&, const lwcl::tensor&,
-    const lwcl::tensor&, const lwcl::tensor&);
+    const lwcl::tensor&, const lwcl::tensor&, lwcl::model::linear_input_hook*, lwcl::index_t);
 LWCL_HOST_INSTANCE void lwcl::optim::adamw_step<lwcl::backend::cpu>(lwcl::backend::cpu&, const lwcl::tensor&,
                                                                       const lwcl::tensor&, const lwcl::tensor&,
                                                                       const lwcl::tensor&, const lwcl::optim::adamw_config&,
