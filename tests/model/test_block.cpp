@@ -186,7 +186,9 @@ TEST_CASE("a linear input hook is the same block as scaling the site's weight co
     CHECK(rel_error(hooked.y, scaled.y) < 1e-12);
     CHECK(rel_error(hooked.dx, scaled.dx) < 1e-12);
     // The hooked block's weight gradient is taken at the scaled input: the scaled block's, column-scaled.
-    for (const auto& [param, site] : site_of) {
+    for (const auto& ps : site_of) {
+      const std::string param = ps.first;
+      const int site = ps.second;
       if (!scaled.layout.contains(param)) continue;
       CAPTURE(param);
       const auto& e = scaled.layout.find(param);
