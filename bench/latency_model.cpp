@@ -1,7 +1,9 @@
 // The decoding latency model (quant/latency.hpp) against whole models: measures the lookup table of
-// every block linear's shape x format at one token (batch-1 decoding), then, for each student
-// architecture x precision assignment, predicts a decoding step as the architecture's measured rest (the
-// step with its linears skipped) plus the table's linears, and measures the step itself (the kv_decoder,
+// every block linear's shape x format at one token (batch-1 decoding), hot (the same weights every call)
+// and streamed (the calls cycling over copies of the weights that span the model's linear bytes), then,
+// for each student architecture x precision assignment, predicts a decoding step as the architecture's
+// measured rest (the step with its linears skipped) plus the table's linears in each regime, and
+// measures the step itself (the kv_decoder,
 // packed linears through the dequantising GEMM). Architectures: the deep llama teacher's shape (width
 // 192, 8 layers, 6 heads, FFN 512), a pruned one (4 heads, FFN 256), a LLaMA-1B-like slice (width 2048, 4
 // layers, 16 heads, 4 KV heads, FFN 5632) and its pruned half (8 heads, 2 KV heads, FFN 2816); precisions:
@@ -59,18 +61,6 @@ struct assignment {
   std::function<linear_choice(index_t layer, const std::string& linear, index_t n_layers)> choice;
 };
 
-std::string cpu_line() {
-  std::ifstream cpu("/proc/cpuinfo");
-  std::string line, model_name, flags;
-  while (std::getline(cpu, line)) {
-    if (model_name.empty() && line.rfind("model name", 0) == 0) model_name = line.substr(line.find(':') + 2);
-    if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
-  }
-  std::string have;
-  for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile"})
-    if (flags.find(std::string(" ") + f) != std::string::npos) have += std::string(" ") + f;
-  return model_name + ";" + have + "; dequantiser kernel " + std::string(quant::simd_level_name(quant::cpu_level()));
-}
 
 }  // namespace
 
@@ -94,7 +84,7 @@ int main(int argc, char** argv) {
   try {
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    const std::string cpu = cpu_line();
+    const std::string cpu = quant::host_cpu_line();
     std::printf("cpu: %s; threads %d\n", cpu.c_str(), threads);
     const auto deep = model::model_config::uniform(model::family::llama, 1024, 128, 192, 8, 6, 6, 512);
     const auto big = model::model_config::uniform(model::family::llama, 1024, 128, 2048, 4, 16, 4, 5632);
@@ -114,28 +104,41 @@ int main(int argc, char** argv) {
         {"first half int4 g64, rest f32",
          [](index_t l, const std::string&, index_t L) { return l < L / 2 ? linear_choice{4, 64} : linear_choice{32, 0}; }}};
 
-    // The lookup table: every (shape, format) the assignments use, at one token.
+    // The lookup table: every (shape, format) the assignments use, at one token, in two regimes: hot
+    // (the same weights every call, in the caches) and streamed (the calls cycle through copies of the
+    // weights spanning the model's linear bytes under the assignment, as a decoding step reads them).
     quant::latency_table table;
+    const auto working_set = [](const arch& a, const assignment& as) {
+      return quant::linear_weight_bytes(a.cfg, [&](index_t l, const std::string& n) { return as.choice(l, n, a.cfg.n_layers()); });
+    };
     for (const auto& a : archs)
-      for (const auto& as : assigns)
+      for (const auto& as : assigns) {
+        const std::size_t ws = working_set(a, as);
         for (index_t l = 0; l < a.cfg.n_layers(); ++l)
           for (const auto& [name, rows, cols] : quant::block_linears(a.cfg, l)) {
             const auto c = as.choice(l, name, a.cfg.n_layers());
-            const quant::linear_key k{rows, cols, c.weight_bits, c.weight_bits == 32 ? 0 : c.group, 32, 1, threads};
-            if (!table.contains(k)) table.set(k, quant::measure_linear(k));
+            for (const std::size_t sb : {std::size_t{0}, ws}) {
+              const quant::linear_key k{rows, cols, c.weight_bits, c.weight_bits == 32 ? 0 : c.group, 32, 1, threads, sb};
+              if (!table.contains(k)) table.set(k, quant::measure_linear(k));
+            }
           }
+        std::printf("latency_model: %s, %s: %zu table entries so far\n", a.name.c_str(), as.name.c_str(), table.size());
+        std::fflush(stdout);
+      }
     std::printf("latency_model: measured %zu table entries\n", table.size());
 
     backend::cpu be;
-    std::string md = "| architecture | precision | rest ms | linears ms (table) | predicted ms | measured ms | error |\n"
-                     "|---|---|---|---|---|---|---|\n";
-    std::string csv = "architecture,precision,rest_ms,linears_ms,predicted_ms,measured_ms,error\n";
+    std::string md = "| architecture | precision | working set MiB | rest ms | linears ms (hot) | linears ms (streamed) | "
+                     "predicted ms (hot) | predicted ms (streamed) | measured ms | error (hot) | error (streamed) |\n"
+                     "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    std::string csv = "architecture,precision,working_set_bytes,rest_ms,linears_hot_ms,linears_streamed_ms,predicted_hot_ms,"
+                      "predicted_streamed_ms,measured_ms,error_hot,error_streamed\n";
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     report::chart ch;
     ch.title = "decoding step: latency model against measurement";
     ch.x_label = "measured ms per token";
     ch.y_label = "predicted ms per token";
-    double max_ms = 0, abs_err = 0;
+    double max_ms = 0, abs_err = 0, abs_err_hot = 0;
     int n = 0;
     for (const auto& a : archs) {
       model::transformer<backend::cpu> net(be, a.cfg, dtype::f32);
@@ -165,18 +168,24 @@ int main(int argc, char** argv) {
         const double measured = quant::measure_decode_step(net, 16, 32, [&](model::kv_decoder<backend::cpu>& d) {
           if (!names.empty()) pl.attach(d, net);
         });
-        const double lin = table.linear_seconds(a.cfg, 1, threads, [&](index_t l, const std::string& nm) {
-          return as.choice(l, nm, a.cfg.n_layers());
-        });
+        const auto choice = [&](index_t l, const std::string& nm) { return as.choice(l, nm, a.cfg.n_layers()); };
+        const std::size_t ws = working_set(a, as);
+        const double lin_hot = table.linear_seconds(a.cfg, 1, threads, choice);
+        const double lin = table.linear_seconds(a.cfg, 1, threads, choice, [&](const linear_choice&) { return ws; });
+        const double pred_hot = rest + lin_hot, err_hot = (pred_hot - measured) / measured;
         const double pred = rest + lin, err = (pred - measured) / measured;
         abs_err += std::abs(err);
+        abs_err_hot += std::abs(err_hot);
         ++n;
-        md += report::format("| %s | %s | %.3f | %.3f | %.3f | %.3f | %+.1f%% |\n", a.name.c_str(), as.name.c_str(), 1e3 * rest,
-                             1e3 * lin, 1e3 * pred, 1e3 * measured, 100 * err);
-        csv += report::format("\"%s\",\"%s\",%.6f,%.6f,%.6f,%.6f,%.5f\n", a.name.c_str(), as.name.c_str(), 1e3 * rest, 1e3 * lin,
-                              1e3 * pred, 1e3 * measured, err);
-        rows.push_back({{"architecture", a.name}, {"precision", as.name}, {"rest_seconds", rest}, {"linear_seconds", lin},
-                        {"predicted_seconds", pred}, {"measured_seconds", measured}, {"error", err}});
+        md += report::format("| %s | %s | %.1f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %+.1f%% | %+.1f%% |\n", a.name.c_str(),
+                             as.name.c_str(), static_cast<double>(ws) / (1 << 20), 1e3 * rest, 1e3 * lin_hot, 1e3 * lin,
+                             1e3 * pred_hot, 1e3 * pred, 1e3 * measured, 100 * err_hot, 100 * err);
+        csv += report::format("\"%s\",\"%s\",%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.5f,%.5f\n", a.name.c_str(), as.name.c_str(), ws,
+                              1e3 * rest, 1e3 * lin_hot, 1e3 * lin, 1e3 * pred_hot, 1e3 * pred, 1e3 * measured, err_hot, err);
+        rows.push_back({{"architecture", a.name}, {"precision", as.name}, {"working_set_bytes", ws}, {"rest_seconds", rest},
+                        {"linear_seconds_hot", lin_hot}, {"linear_seconds_streamed", lin}, {"predicted_seconds_hot", pred_hot},
+                        {"predicted_seconds_streamed", pred}, {"measured_seconds", measured}, {"error_hot", err_hot},
+                        {"error_streamed", err}});
         pts.x.push_back(1e3 * measured);
         pts.y.push_back(1e3 * pred);
         max_ms = std::max({max_ms, 1e3 * measured, 1e3 * pred});
@@ -190,7 +199,8 @@ int main(int argc, char** argv) {
     diag.x = {0, max_ms};
     diag.y = {0, max_ms};
     ch.lines.push_back(diag);
-    md += report::format("\nmean |error| %.1f%% over %d models; cpu: %s; threads %d\n", 100 * abs_err / n, n, cpu.c_str(), threads);
+    md += report::format("\nmean |error| %.1f%% streamed, %.1f%% hot, over %d models; cpu: %s; threads %d\n", 100 * abs_err / n,
+                         100 * abs_err_hot / n, n, cpu.c_str(), threads);
     std::printf("\n%s", md.c_str());
     namespace fs = std::filesystem;
     fs::create_directories(out);

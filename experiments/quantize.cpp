@@ -30,6 +30,7 @@
 #include "lwcl/quant/model.hpp"
 #include "lwcl/report/format.hpp"
 #include "lwcl/report/plot.hpp"
+#include "lwcl/report/stats.hpp"
 
 #include "host_instances.hpp"
 #include "lwcl/core/program.hpp"
@@ -41,28 +42,6 @@ namespace {
 
 using net_t = model::transformer<backend::cpu>;
 
-struct summary {
-  double mean = 0, sd = 0;
-  int n = 0;
-};
-summary stat_of(const std::vector<double>& v) {
-  summary s;
-  s.n = static_cast<int>(v.size());
-  if (v.empty()) return s;
-  for (double x : v) s.mean += x;
-  s.mean /= static_cast<double>(v.size());
-  if (v.size() > 1) {
-    double ss = 0;
-    for (double x : v) ss += (x - s.mean) * (x - s.mean);
-    s.sd = std::sqrt(ss / static_cast<double>(v.size() - 1));
-  }
-  return s;
-}
-std::string cell(const summary& s, const char* fmt = "%.3f") {
-  std::string out = report::format(fmt, s.mean);
-  if (s.n > 1) out += " +- " + report::format(fmt, s.sd);
-  return out;
-}
 
 struct row {
   std::string method;  // f32, rtn, gptq, gptq_act
@@ -247,7 +226,7 @@ int main(int argc, char** argv) {
     csv += "rel_output_error,seconds,n\n";
     nlohmann::ordered_json js = nlohmann::ordered_json::array();
     for (const auto& r : rows) {
-      const summary e = stat_of(r.error), sec = stat_of(r.seconds);
+      const report::summary e = report::summarise(r.error), sec = report::summarise(r.seconds);
       const std::string fmt = r.quantised ? r.format.describe() : "f32";
       md += report::format("| %s | %s | %.2f | %s |", r.method.c_str(), fmt.c_str(), r.bits_per_weight,
                            report::human_bytes(r.model_bytes).c_str());
@@ -258,12 +237,12 @@ int main(int argc, char** argv) {
       nlohmann::ordered_json j = {{"method", r.method}, {"format", fmt}, {"bits_per_weight", r.bits_per_weight},
                                   {"model_bytes", r.model_bytes}};
       for (std::size_t k = 0; k < samples.size(); ++k) {
-        const summary v = stat_of(r.ppl[k]);
-        md += " " + cell(v) + " |";
+        const report::summary v = report::summarise(r.ppl[k]);
+        md += " " + report::cell(v) + " |";
         csv += report::format("%.6f,%.6f,", v.mean, v.sd);
         j[samples[k].split + "_ppl"] = r.ppl[k];
       }
-      md += report::format(" %s | %s | %d |\n", r.quantised ? cell(e, "%.2e").c_str() : "", r.quantised ? cell(sec, "%.1f").c_str() : "",
+      md += report::format(" %s | %s | %d |\n", r.quantised ? report::cell(e, "%.2e").c_str() : "", r.quantised ? report::cell(sec, "%.1f").c_str() : "",
                            static_cast<int>(r.ppl[0].size()));
       csv += report::format("%.6e,%.3f,%d\n", r.quantised ? e.mean : 0.0, r.quantised ? sec.mean : 0.0, static_cast<int>(r.ppl[0].size()));
       j["relative_output_error"] = r.error;
@@ -304,7 +283,7 @@ int main(int argc, char** argv) {
       for (const auto& r : rows)
         if (r.method == m) {
           s.x.push_back(r.bits_per_weight);
-          s.y.push_back(stat_of(r.ppl[0]).mean);
+          s.y.push_back(report::summarise(r.ppl[0]).mean);
         }
       c.lines.push_back(s);
     }

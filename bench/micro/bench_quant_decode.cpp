@@ -10,7 +10,6 @@
 #include <omp.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/policies/quantiser/rtn.hpp"
 #include "lwcl/quant/decode.hpp"
+#include "lwcl/quant/latency.hpp"
 #include "lwcl/quant/model.hpp"
 
 using lwcl::index_t;
@@ -98,18 +98,9 @@ void args(benchmark::internal::Benchmark* b) {
 BENCHMARK(bench_decode)->Apply(args);
 
 int main(int argc, char** argv) {
-  std::ifstream cpu("/proc/cpuinfo");
-  std::string line, model_name, flags;
-  while (std::getline(cpu, line)) {
-    if (model_name.empty() && line.rfind("model name", 0) == 0) model_name = line.substr(line.find(':') + 2);
-    if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
-  }
-  std::string have;
-  for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile"})
-    if (flags.find(std::string(" ") + f) != std::string::npos) have += std::string(" ") + f;
-  std::printf("cpu: %s;%s; dequantiser kernel: %s; shape 0: llama width 192, 8 layers, FFN 512; shape 1: llama width "
+  std::printf("cpu: %s; shape 0: llama width 192, 8 layers, FFN 512; shape 1: llama width "
               "2048, 4 layers, 16 heads (4 KV), FFN 5632; bits 32: f32\n",
-              model_name.c_str(), have.c_str(), std::string(quant::simd_level_name(quant::cpu_level())).c_str());
+              quant::host_cpu_line().c_str());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -12,6 +12,7 @@
 #include <ostream>
 #include <utility>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,9 +111,25 @@ class segment_trainer {
         linears_.push_back(&e);
       }
     check(!linears_.empty(), "segment_trainer: layers [", first_, ", ", last_, ") have no linear weight to fake-quantise");
+    check(!transform_, "segment_trainer: fake quantisation and a weight transform cannot both be set");
     fake_quant_ = f;
   }
   const std::optional<quant::weight_format>& fake_quant() const { return fake_quant_; }
+
+  // A general form of the same: every pass runs on the weights `f(master, effective)` writes into
+  // `effective` (the segment's f32 parameters in layout() order, a copy of `master` on entry), and the
+  // gradients it gives are applied to the master weights (a weight-entangled supernet mixes quantised
+  // copies of its weights this way: search/supernet.hpp). Not together with set_fake_quant.
+  using weight_transform = std::function<void(const std::vector<float>& master, std::vector<float>& effective)>;
+  void set_weight_transform(weight_transform f) {
+    check(type_ == dtype::f32, "segment_trainer: a weight transform works on f32 weights, and the segment holds ",
+          dtype_name(type_));
+    check(!fake_quant_, "segment_trainer: a weight transform and fake quantisation (", fake_quant_ ? fake_quant_->describe() : "",
+          ") cannot both be set");
+    transform_ = std::move(f);
+  }
+  // The hook on the segment's linear inputs (model::linear_input_hook), or nullptr for none.
+  void set_input_hook(model::linear_input_hook* h) { stack_->set_input_hook(h); }
 
   // y = segment(x); x and y are (B, T, C) in backend memory.
   void forward(const tensor& x, const tensor& y) {
@@ -145,10 +162,12 @@ class segment_trainer {
   // One optimisation step on (x, target): gradients, global-norm clipping, AdamW at `lr`. Returns the
   // loss before the update. A non-finite loss or gradient norm is an lwcl::error naming the segment,
   // its step and, where one holds a NaN or an infinity, the tensor (locate_nonfinite).
-  double step(const tensor& x, const tensor& target, double lr) {
+  // `after_gradients`, when set, runs between the gradients and the update (it may read and change grads()).
+  double step(const tensor& x, const tensor& target, double lr, const std::function<void()>& after_gradients = {}) {
     const long n = opt_->steps() + 1;
     try {
       const double l = compute_gradients(x, target);
+      if (after_gradients) after_gradients();
       optim::clip_grad_norm(be_, grads(), clip_);
       opt_->step(grads(), lr);
       return l;
@@ -189,11 +208,14 @@ class segment_trainer {
   class quantised_weights {
    public:
     explicit quantised_weights(segment_trainer& s) : s_(s) {
-      if (!s_.fake_quant_) return;
+      if (!s_.fake_quant_ && !s_.transform_) return;
       master_.resize(static_cast<std::size_t>(s_.layout_.numel()));
       s_.be_.to_host(master_.data(), s_.params_.data(), master_.size() * sizeof(float));
       std::vector<float> q(master_);
-      for (const auto* e : s_.linears_) quant::fake_quantize(q.data() + e->offset, e->shape[0], e->shape[1], *s_.fake_quant_, e->name);
+      if (s_.transform_) s_.transform_(master_, q);
+      check(q.size() == master_.size(), "segment_trainer: the weight transform left ", q.size(), " weights of ", master_.size());
+      if (s_.fake_quant_)
+        for (const auto* e : s_.linears_) quant::fake_quantize(q.data() + e->offset, e->shape[0], e->shape[1], *s_.fake_quant_, e->name);
       s_.be_.from_host(s_.params_.data(), q.data(), q.size() * sizeof(float));
     }
     ~quantised_weights() {
@@ -252,7 +274,7 @@ class segment_trainer {
   }
   std::size_t work_bytes() const { return out_.view().bytes() + dout_.view().bytes() + scratch_.view().bytes(); }
   // Host bytes fake quantisation holds during a pass: the f32 weights and their rounded copy.
-  std::size_t fake_quant_bytes() const { return fake_quant_ ? 2 * params_.bytes() : 0; }
+  std::size_t fake_quant_bytes() const { return fake_quant_ || transform_ ? 2 * params_.bytes() : 0; }
   double apply_loss(const tensor& dout, const tensor& target) {
     return loss_.compute(be_, dout, scratch_.view(), out_.view(), target, 1.0);
   }
@@ -270,6 +292,7 @@ class segment_trainer {
   owned_tensor<Backend> out_, dout_, scratch_;
   std::optional<quant::weight_format> fake_quant_;
   std::vector<const tensor_layout::entry*> linears_;  // the entries fake quantisation rounds
+  weight_transform transform_;
 };
 
 }  // namespace lwcl::distill

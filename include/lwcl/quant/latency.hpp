@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -35,7 +36,10 @@
 namespace lwcl::quant {
 
 // One linear's cost: rows x cols (out x in), weight bits (32: the f32 GEMM) and group, activation bits,
-// input rows (tokens), threads.
+// input rows (tokens), threads, and the working set the weights are read from: stream_bytes 0 times the
+// linear with its weights hot in the caches (the same weights every call), a positive value cycles the
+// calls through copies of the weights that span at least that many bytes, as a decoding step does when
+// it reads every layer's weights once (set it to the model's linear weight bytes in this format).
 struct linear_key {
   index_t rows = 0, cols = 0;
   int weight_bits = 32;
@@ -43,13 +47,15 @@ struct linear_key {
   int act_bits = 32;
   index_t tokens = 1;
   int threads = 1;
+  std::size_t stream_bytes = 0;
 
-  auto tie() const { return std::tie(rows, cols, weight_bits, group, act_bits, tokens, threads); }
+  auto tie() const { return std::tie(rows, cols, weight_bits, group, act_bits, tokens, threads, stream_bytes); }
   bool operator<(const linear_key& o) const { return tie() < o.tie(); }
   bool operator==(const linear_key& o) const { return tie() == o.tie(); }
   std::string str() const {
     return std::to_string(rows) + "x" + std::to_string(cols) + " w" + std::to_string(weight_bits) + " g" + std::to_string(group) +
-           " a" + std::to_string(act_bits) + " tokens " + std::to_string(tokens) + " threads " + std::to_string(threads);
+           " a" + std::to_string(act_bits) + " tokens " + std::to_string(tokens) + " threads " + std::to_string(threads) +
+           (stream_bytes ? " streamed from " + std::to_string(stream_bytes) + " bytes" : std::string(" hot"));
   }
 };
 
@@ -93,13 +99,16 @@ class latency_table {
 
   // The expected seconds of one decoding step's block linears of `cfg` at `tokens` input rows and
   // `threads`, each linear's format given by `choice(layer, name)`.
+  // `stream_bytes(choice)` gives the working set each entry was measured at (none: hot caches).
   double linear_seconds(const model::model_config& cfg, index_t tokens, int threads,
-                        const std::function<linear_choice(index_t, const std::string&)>& choice) const {
+                        const std::function<linear_choice(index_t, const std::string&)>& choice,
+                        const std::function<std::size_t(const linear_choice&)>& stream_bytes = {}) const {
     double s = 0;
     for (index_t l = 0; l < cfg.n_layers(); ++l)
       for (const auto& [name, rows, cols] : block_linears(cfg, l)) {
         const linear_choice c = choice(l, name);
-        s += at({rows, cols, c.weight_bits, c.weight_bits == 32 ? 0 : c.group, c.act_bits, tokens, threads});
+        s += at({rows, cols, c.weight_bits, c.weight_bits == 32 ? 0 : c.group, c.act_bits, tokens, threads,
+                 stream_bytes ? stream_bytes(c) : 0});
       }
     return s;
   }
@@ -108,7 +117,8 @@ class latency_table {
     nlohmann::ordered_json a = nlohmann::ordered_json::array();
     for (const auto& [k, s] : seconds_)
       a.push_back({{"rows", k.rows}, {"cols", k.cols}, {"weight_bits", k.weight_bits}, {"group", k.group},
-                   {"act_bits", k.act_bits}, {"tokens", k.tokens}, {"threads", k.threads}, {"seconds", s}});
+                   {"act_bits", k.act_bits}, {"tokens", k.tokens}, {"threads", k.threads}, {"stream_bytes", k.stream_bytes},
+                   {"seconds", s}});
     return a;
   }
   static latency_table from_json(const nlohmann::json& j, const std::string& what) {
@@ -118,7 +128,7 @@ class latency_table {
       try {
         linear_key k{e.at("rows").get<index_t>(),    e.at("cols").get<index_t>(),   e.at("weight_bits").get<int>(),
                      e.at("group").get<index_t>(),   e.at("act_bits").get<int>(),   e.at("tokens").get<index_t>(),
-                     e.at("threads").get<int>()};
+                     e.at("threads").get<int>(), e.value("stream_bytes", std::size_t{0})};
         t.set(k, e.at("seconds").get<double>());
       } catch (const nlohmann::json::exception& ex) {
         fail("latency_table: ", what, ": a measurement lacks a field or has one of the wrong type (", ex.what(), ")");
@@ -161,19 +171,31 @@ inline double median_seconds(const std::function<void()>& f, double min_seconds,
 // Measures one linear on the host as a decoding step runs it: the f32 layer through ops::linear_forward
 // (the host backend's GEMM), a packed one through dequant_matmul over RTN-packed random weights, and with
 // 8-bit activations a packed one through a8_matmul (an f32 one quantises and dequantises its input, then
-// runs the f32 GEMM). The caller sets the thread count (OpenMP and OpenBLAS); `threads` only labels the key.
+// runs the f32 GEMM). With k.stream_bytes the calls take turns over copies of the weights spanning at
+// least that many bytes, so each call reads its weights from as far down the memory hierarchy as a
+// model of that size would. The caller sets the thread count (OpenMP and OpenBLAS); `threads` only
+// labels the key.
 inline double measure_linear(const linear_key& k, double min_seconds = 0.05) {
   check(k.act_bits == 32 || k.act_bits == 8, "measure_linear: ", k.act_bits, " activation bits (expected 32 or 8)");
   check(k.rows > 0 && k.cols > 0 && k.tokens > 0, "measure_linear: ", k.str(), " (expected positive sizes)");
+  check(k.stream_bytes <= (std::size_t{16} << 30), "measure_linear: ", k.str(), " (expected a working set of at most 16 GiB)");
   const philox_stream s{0x1a7e, static_cast<std::uint64_t>(k.rows * 131 + k.cols)};
   std::vector<float> W(static_cast<std::size_t>(k.rows * k.cols)), x(static_cast<std::size_t>(k.tokens * k.cols)),
       y(static_cast<std::size_t>(k.tokens * k.rows)), b(static_cast<std::size_t>(k.rows), 0.0f);
   for (std::size_t i = 0; i < W.size(); ++i) W[i] = 0.05f * (s.uniform(i) - 0.5f);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = s.uniform(W.size() + i) - 0.5f;
+  // How many copies of weights of `bytes` bytes span the working set.
+  const auto copies = [&](std::size_t bytes) {
+    return k.stream_bytes == 0 ? std::size_t{1} : std::max<std::size_t>(1, (k.stream_bytes + bytes - 1) / bytes);
+  };
+  std::size_t turn = 0;
   if (k.weight_bits == 32) {
     backend::cpu be;
-    const tensor tw(W.data(), {k.rows, k.cols}), tx(x.data(), {1, k.tokens, k.cols}), ty(y.data(), {1, k.tokens, k.rows}),
-        tb(b.data(), {k.rows});
+    const std::size_t n = copies(W.size() * sizeof(float));
+    std::vector<float> Ws(W.size() * n);
+    for (std::size_t c = 0; c < n; ++c) std::copy(W.begin(), W.end(), Ws.begin() + static_cast<std::ptrdiff_t>(c * W.size()));
+    const tensor tx(x.data(), {1, k.tokens, k.cols}), ty(y.data(), {1, k.tokens, k.rows}), tb(b.data(), {k.rows});
+    const auto weight = [&] { return tensor(Ws.data() + (turn++ % n) * W.size(), {k.rows, k.cols}); };
     if (k.act_bits == 8) {
       std::vector<float> xq(x.size());
       const tensor tq(xq.data(), {1, k.tokens, k.cols});
@@ -181,21 +203,62 @@ inline double measure_linear(const linear_key& k, double min_seconds = 0.05) {
           [&] {
             std::copy(x.begin(), x.end(), xq.begin());
             fake_quantize_tokens(xq.data(), k.tokens, k.cols);
-            ops::linear_forward(be, ty, tq, tw, tb);
+            ops::linear_forward(be, ty, tq, weight(), tb);
           },
           min_seconds);
     }
-    return latency_detail::median_seconds([&] { ops::linear_forward(be, ty, tx, tw, tb); }, min_seconds);
+    return latency_detail::median_seconds([&] { ops::linear_forward(be, ty, tx, weight(), tb); }, min_seconds);
   }
   weight_format f;
   f.bits = k.weight_bits;
   f.group = k.group;
   const packed_weight p = quantize_rtn(W, k.rows, k.cols, f, k.str());
   if (k.act_bits == 8) {
-    const a8_weight w8 = prepare_a8(p, k.str());
-    return latency_detail::median_seconds([&] { a8_matmul(w8, x.data(), k.tokens, b.data(), y.data()); }, min_seconds);
+    const std::vector<a8_weight> w8(copies(p.bytes()), prepare_a8(p, k.str()));
+    return latency_detail::median_seconds(
+        [&] { a8_matmul(w8[turn++ % w8.size()], x.data(), k.tokens, b.data(), y.data()); }, min_seconds);
   }
-  return latency_detail::median_seconds([&] { dequant_matmul(p, x.data(), k.tokens, b.data(), y.data()); }, min_seconds);
+  const std::vector<packed_weight> ps(copies(p.bytes()), p);
+  return latency_detail::median_seconds(
+      [&] { dequant_matmul(ps[turn++ % ps.size()], x.data(), k.tokens, b.data(), y.data()); }, min_seconds);
+}
+
+// The bytes of `cfg`'s block linear weights, each stored in the format `choice(layer, name)` gives (f32:
+// 4 bytes a weight; packed, symmetric: codes and 16-bit scales): the working set a decoding step streams
+// its linears from.
+inline std::size_t linear_weight_bytes(const model::model_config& cfg,
+                                       const std::function<linear_choice(index_t, const std::string&)>& choice) {
+  std::size_t n = 0;
+  for (index_t l = 0; l < cfg.n_layers(); ++l)
+    for (const auto& [name, rows, cols] : block_linears(cfg, l)) {
+      const linear_choice c = choice(l, name);
+      if (c.weight_bits == 32) {
+        n += static_cast<std::size_t>(rows * cols) * 4;
+        continue;
+      }
+      const index_t gw = c.group > 0 ? c.group : cols;
+      n += static_cast<std::size_t>(rows * cols * c.weight_bits / 8) + static_cast<std::size_t>(rows * (cols / gw)) * 2;
+    }
+  return n;
+}
+inline std::size_t linear_weight_bytes(const model::model_config& cfg, const linear_choice& c) {
+  return linear_weight_bytes(cfg, [&](index_t, const std::string&) { return c; });
+}
+
+// The host CPU, for a line printed with every timing: its model name, the vector features the kernels
+// use (avx2 fma avx512f avx512bw avx512_bf16 amx_tile) and the dequantiser kernel picked at run time.
+inline std::string host_cpu_line() {
+  std::ifstream cpu("/proc/cpuinfo");
+  std::string line, model_name, flags;
+  while (std::getline(cpu, line)) {
+    if (model_name.empty() && line.rfind("model name", 0) == 0) model_name = line.substr(line.find(':') + 2);
+    if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
+  }
+  std::string have;
+  for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile"})
+    if (flags.find(std::string(" ") + f) != std::string::npos) have += std::string(" ") + f;
+  return (model_name.empty() ? std::string("unknown cpu") : model_name) + ";" + have + "; dequantiser kernel " +
+         std::string(simd_level_name(cpu_level()));
 }
 
 // Seconds per single-token step of a kv_decoder over `net` after a `prompt`-token prefix: the median
