@@ -200,6 +200,9 @@ int main(int argc, char** argv) {
     net_t teacher(be, cfg, dtype::f32);
     checkpoint::load_hf_weights(teacher, model_dir);
     const index_t T = seq ? seq : cfg.max_seq, C = cfg.d_model, L = cfg.n_layers();
+    // A decoding step is timed after a prompt of 16 tokens over 32 steps (fewer where max_seq is short).
+    const index_t decode_prompt = std::min<index_t>(16, std::max<index_t>(1, cfg.max_seq / 4)),
+                  decode_steps = std::min<index_t>(32, cfg.max_seq - decode_prompt);
     if (out.empty()) out = "runs/nas_mp_" + fs::path(model_dir).lexically_normal().parent_path().filename().string();
     fs::create_directories(out);
 
@@ -330,7 +333,7 @@ int main(int argc, char** argv) {
       }
       for (const auto& s : samples) r.ppl.push_back(hooked_perplexity(net, s, nullptr));
       const quant::packed_linears pl(names, qm.weights);
-      r.measured_seconds = quant::measure_decode_step(net, 16, 32, [&](model::kv_decoder<backend::cpu>& d) {
+      r.measured_seconds = quant::measure_decode_step(net, decode_prompt, decode_steps, [&](model::kv_decoder<backend::cpu>& d) {
         if (!names.empty()) pl.attach(d, net);
       });
       for (index_t l = 0; l < L; ++l)
@@ -460,7 +463,7 @@ int main(int argc, char** argv) {
       // 8-bit sites: packed linears run the integer kernel, f32 ones round their input first (as the
       // perplexity's hook does).
       const quant::packed_linears pl(names, qm.weights, act8);
-      res.measured_seconds = quant::measure_decode_step(*student, 16, 32, [&](model::kv_decoder<backend::cpu>& d) {
+      res.measured_seconds = quant::measure_decode_step(*student, decode_prompt, decode_steps, [&](model::kv_decoder<backend::cpu>& d) {
         if (!names.empty() || !act8.empty()) pl.attach(d, *student);
       });
       res.parameters = static_cast<double>(student->num_parameters());
@@ -494,11 +497,12 @@ int main(int argc, char** argv) {
         "%s, %lld layers, width %lld. cpu: %s; threads %d. Space per layer: KV groups {%s} x FFN {%s}; joint adds weight bits "
         "{4,8,32} per linear (g%lld, sym, GPTQ at export) x activation bits {8,32} per site (per token). %d search + %d fixed "
         "steps per layer on %d cached teacher batches of %d x %lld tokens; lr %.3g, arch lr %.3g, lambda %.3g, tau %.3g -> %.3g. "
-        "Latency: measured decoding step (prompt 16, 32 steps, median of 7); the target is a fraction of the f32 teacher's "
+        "Latency: measured decoding step (prompt %lld, %lld steps, median of 7); the target is a fraction of the f32 teacher's "
         "linear time from the table. Seeds: %d.\n\n",
         std::string(model::family_name(cfg.fam)).c_str(), static_cast<long long>(L), static_cast<long long>(C), cpu.c_str(),
         threads, kv_s.c_str(), ffn_s.c_str(), static_cast<long long>(quant_group), steps, finetune, batches, batch,
-        static_cast<long long>(T), lr, arch_lr, lambda, tau_start, tau_end, seeds);
+        static_cast<long long>(T), lr, arch_lr, lambda, tau_start, tau_end, static_cast<long long>(decode_prompt),
+        static_cast<long long>(decode_steps), seeds);
     md += "| method | target | predicted linears (ms) | measured step (ms) | parameters | bits/weight |";
     for (const auto& s : samples) md += " " + s.split + " ppl |";
     md += " search (s) | search memory |\n|---|---|---|---|---|---|";
