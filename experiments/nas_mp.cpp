@@ -128,7 +128,17 @@ std::vector<std::string> site_linears(const model::model_config& cfg, index_t l,
   return v;
 }
 
+// An exported model kept for the timing phase: the (smaller) network with its dequantised weights, the
+// packed weights of its quantised linears, and its 8-bit activation sites.
+struct exported {
+  std::unique_ptr<model::transformer<backend::cpu>> net;
+  quant::quantized_model qm;
+  std::vector<std::string> names;
+  std::set<std::string> act8;
+};
+
 struct run_result {
+  std::shared_ptr<exported> model;
   std::string method;
   double target = 0;
   int seed = 0;
@@ -157,7 +167,7 @@ int main(int argc, char** argv) {
   std::string model_dir, data_dir = "data/prepared", out, methods = "joint,width_int8,width_int4", targets_list = "0.3,0.45,0.6",
                          kv_list, ffn_list, splits_list = "validation,test";
   int seeds = 3, first_seed = 0, steps = 150, finetune = 50, batches = 12, batch = 8, seq = 0, eval_tokens = 16384,
-      calib_batches = 8, threads = 1;
+      calib_batches = 8, threads = 1, timing_rounds = 5;
   double lr = 3e-4, arch_lr = 0.05, lambda = 1.0, tau_start = 10.0, tau_end = 0.1;
   app.add_option("--model", model_dir, "teacher checkpoint folder (config.json, model.safetensors)")->required();
   app.add_option("--data", data_dir, "prepared data (train.bin for features and calibration; the --splits scored)");
@@ -183,6 +193,8 @@ int main(int argc, char** argv) {
   app.add_option("--lambda", lambda, "weight of the latency hinge")->check(CLI::NonNegativeNumber);
   app.add_option("--tau-start", tau_start, "Gumbel-softmax temperature at the first step")->check(CLI::PositiveNumber);
   app.add_option("--tau-end", tau_end, "temperature at the last search step (annealed geometrically)")->check(CLI::PositiveNumber);
+  app.add_option("--timing-rounds", timing_rounds, "rounds of the decoding-step timing (each times every model; the median "
+                                                  "is reported)")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "threads of the training, the latency table and the decoding measurements")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
@@ -320,29 +332,26 @@ int main(int argc, char** argv) {
       run_result r;
       r.method = name;
       r.teacher_linear_seconds = teacher_linear;
-      net_t net(be, cfg, dtype::f32);
+      r.model = std::make_shared<exported>();
+      r.model->net = std::make_unique<net_t>(be, cfg, dtype::f32);
+      net_t& net = *r.model->net;
       model::set_host_params(net, teacher_params);
-      std::vector<std::string> names;
-      quant::quantized_model qm;
+      auto& qm = r.model->qm;
       if (wbits < 32) {
         quant::weight_format f;
         f.bits = wbits;
         f.group = quant_group;
         qm = quant::quantize_model(net, policies::quantisers::gptq{}, f, train_batches(0x9a5c0000ULL, calib_batches), batch, T, false);
-        for (const auto& q : qm.layers) names.push_back(q.name);
+        for (const auto& q : qm.layers) r.model->names.push_back(q.name);
       }
       for (const auto& s : samples) r.ppl.push_back(hooked_perplexity(net, s, nullptr));
-      const quant::packed_linears pl(names, qm.weights);
-      r.measured_seconds = quant::measure_decode_step(net, decode_prompt, decode_steps, [&](model::kv_decoder<backend::cpu>& d) {
-        if (!names.empty()) pl.attach(d, net);
-      });
       for (index_t l = 0; l < L; ++l)
         for (const auto& [n, rows, cols] : quant::block_linears(cfg, l)) r.predicted_linear_seconds += lat(rows, cols, wbits, 32);
       r.parameters = static_cast<double>(net.num_parameters());
       r.linear_bytes = static_cast<double>(stream_of(wbits));
       r.bits_per_weight = wbits < 32 ? 32.0 * static_cast<double>(qm.packed_bytes()) / static_cast<double>(qm.replaced_f32_bytes()) : 32;
-      std::printf("%s: %s ppl %.3f, decoding step %.3f ms (linears predicted %.3f ms)\n", name.c_str(), samples[0].split.c_str(),
-                  r.ppl[0], 1e3 * r.measured_seconds, 1e3 * r.predicted_linear_seconds);
+      std::printf("%s: %s ppl %.3f (linears predicted %.3f ms)\n", name.c_str(), samples[0].split.c_str(), r.ppl[0],
+                  1e3 * r.predicted_linear_seconds);
       return r;
     };
     refs.push_back(measure_reference("teacher f32", 32));
@@ -428,10 +437,12 @@ int main(int argc, char** argv) {
       model::set_host_params(trained, params);
       prune::prune_plan plan;
       for (index_t l = 0; l < L; ++l) plan.layers.push_back(nets[static_cast<std::size_t>(l)]->plan_of(res.choices[static_cast<std::size_t>(l)]));
-      auto student = prune::apply_plan(trained, plan);
+      res.model = std::make_shared<exported>();
+      res.model->net = prune::apply_plan(trained, plan);
+      auto& student = res.model->net;
       std::map<std::string, int> bits_of;
       search::act8_hook hook;
-      std::set<std::string> act8;
+      auto& act8 = res.model->act8;
       for (index_t l = 0; l < L; ++l) {
         const auto& c = res.choices[static_cast<std::size_t>(l)];
         for (const auto& [n, b] : c.weight_bits) bits_of[model::layer_prefix(l) + n] = b;
@@ -450,8 +461,8 @@ int main(int argc, char** argv) {
         f.group = quant_group;
         return f;
       };
-      std::vector<std::string> names;
-      quant::quantized_model qm;
+      auto& names = res.model->names;
+      auto& qm = res.model->qm;
       bool any = false;
       for (const auto& [n, b] : bits_of) any = any || b < 32;
       if (any) {
@@ -460,12 +471,6 @@ int main(int argc, char** argv) {
         for (const auto& q : qm.layers) names.push_back(q.name);
       }
       for (const auto& s : samples) res.ppl.push_back(hooked_perplexity(*student, s, hook.sites.empty() ? nullptr : &hook));
-      // 8-bit sites: packed linears run the integer kernel, f32 ones round their input first (as the
-      // perplexity's hook does).
-      const quant::packed_linears pl(names, qm.weights, act8);
-      res.measured_seconds = quant::measure_decode_step(*student, decode_prompt, decode_steps, [&](model::kv_decoder<backend::cpu>& d) {
-        if (!names.empty() || !act8.empty()) pl.attach(d, *student);
-      });
       res.parameters = static_cast<double>(student->num_parameters());
       double f32_linear = 0;
       for (index_t l = 0; l < L; ++l)
@@ -479,10 +484,9 @@ int main(int argc, char** argv) {
         for (const auto& [n, rows, cols] : quant::block_linears(student->config(), l)) weights += static_cast<double>(rows * cols);
       res.bits_per_weight = 8.0 * res.linear_bytes / weights;
       res.export_seconds = te.seconds();
-      std::printf("%s target %.2f seed %d: %s ppl %.3f, decoding step %.3f ms (linears predicted %.3f ms, teacher %.3f ms), "
+      std::printf("%s target %.2f seed %d: %s ppl %.3f (linears predicted %.3f ms, teacher %.3f ms), "
                   "%.2f bits/weight, search %.0f s\n",
-                  method.c_str(), target, seed, samples[0].split.c_str(), res.ppl[0], 1e3 * res.measured_seconds,
-                  1e3 * res.predicted_linear_seconds, 1e3 * teacher_linear, res.bits_per_weight, res.search_seconds);
+                  method.c_str(), target, seed, samples[0].split.c_str(), res.ppl[0], 1e3 * res.predicted_linear_seconds, 1e3 * teacher_linear, res.bits_per_weight, res.search_seconds);
       return res;
     };
 
@@ -491,18 +495,48 @@ int main(int argc, char** argv) {
       for (const auto& m : method_list)
         for (int s = 0; s < seeds; ++s) runs.push_back(search_one(m, r, first_seed + s));
 
+    // Timing, after every search: each round times every model once (in turn, so that a disturbance of
+    // the machine falls on all of them alike); a model's figure is its median over the rounds.
+    {
+      std::vector<run_result*> all;
+      for (auto& r : refs) all.push_back(&r);
+      for (auto& r : runs) all.push_back(&r);
+      std::vector<std::vector<double>> t(all.size());
+      const timer tt;
+      for (int round = 0; round < timing_rounds; ++round) {
+        for (std::size_t i = 0; i < all.size(); ++i) {
+          const exported& e = *all[i]->model;
+          // 8-bit sites: packed linears run the integer kernel, f32 ones round their input first (as the
+          // perplexity's hook does).
+          const quant::packed_linears pl(e.names, e.qm.weights, e.act8);
+          t[i].push_back(quant::measure_decode_step(*e.net, decode_prompt, decode_steps, [&](model::kv_decoder<backend::cpu>& d) {
+            if (!e.names.empty() || !e.act8.empty()) pl.attach(d, *e.net);
+          }, 3));
+        }
+        std::printf("timing: round %d of %d over %zu models (%.0f s)\n", round + 1, timing_rounds, all.size(), tt.seconds());
+      }
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        std::sort(t[i].begin(), t[i].end());
+        all[i]->measured_seconds = t[i][t[i].size() / 2];
+        std::printf("%s%s: decoding step %.3f ms (linears predicted %.3f ms)\n", all[i]->method.c_str(),
+                    all[i]->target > 0 ? report::format(" target %.2f seed %d", all[i]->target, all[i]->seed).c_str() : "",
+                    1e3 * all[i]->measured_seconds, 1e3 * all[i]->predicted_linear_seconds);
+      }
+    }
+
     // Table (one row per method x target: mean +- sd over seeds), CSV and JSON of every run, Pareto plot.
     std::string md = "# Joint width x mixed-precision search on " + model_dir + "\n\n";
     md += report::format(
         "%s, %lld layers, width %lld. cpu: %s; threads %d. Space per layer: KV groups {%s} x FFN {%s}; joint adds weight bits "
         "{4,8,32} per linear (g%lld, sym, GPTQ at export) x activation bits {8,32} per site (per token). %d search + %d fixed "
         "steps per layer on %d cached teacher batches of %d x %lld tokens; lr %.3g, arch lr %.3g, lambda %.3g, tau %.3g -> %.3g. "
-        "Latency: measured decoding step (prompt %lld, %lld steps, median of 7); the target is a fraction of the f32 teacher's "
+        "Latency: measured decoding step (prompt %lld, %lld steps; median over %d rounds that each time every model in turn, "
+        "each round the median of 3 runs); the target is a fraction of the f32 teacher's "
         "linear time from the table. Seeds: %d.\n\n",
         std::string(model::family_name(cfg.fam)).c_str(), static_cast<long long>(L), static_cast<long long>(C), cpu.c_str(),
         threads, kv_s.c_str(), ffn_s.c_str(), static_cast<long long>(quant_group), steps, finetune, batches, batch,
         static_cast<long long>(T), lr, arch_lr, lambda, tau_start, tau_end, static_cast<long long>(decode_prompt),
-        static_cast<long long>(decode_steps), seeds);
+        static_cast<long long>(decode_steps), timing_rounds, seeds);
     md += "| method | target | predicted linears (ms) | measured step (ms) | parameters | bits/weight |";
     for (const auto& s : samples) md += " " + s.split + " ppl |";
     md += " search (s) | search memory |\n|---|---|---|---|---|---|";
@@ -583,7 +617,8 @@ int main(int argc, char** argv) {
     nlohmann::ordered_json rj = nlohmann::ordered_json::array();
     for (const auto& r : refs)
       rj.push_back({{"method", r.method}, {"predicted_linear_seconds", r.predicted_linear_seconds},
-                    {"measured_step_seconds", r.measured_seconds}, {"ppl", r.ppl}, {"bits_per_weight", r.bits_per_weight}});
+                    {"measured_step_seconds", r.measured_seconds}, {"parameters", r.parameters}, {"ppl", r.ppl},
+                    {"bits_per_weight", r.bits_per_weight}});
     std::printf("\n%s", md.c_str());
     const fs::path dir(out);
     write_text_atomic((dir / "table.md").string(), md);

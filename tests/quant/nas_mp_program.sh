@@ -25,6 +25,10 @@ assert [r["method"] for r in refs] == ["teacher f32", "GPTQ int8 g32", "GPTQ int
 assert len(runs) == 8, len(runs)
 assert sorted({(r["method"], r["target"]) for r in runs}) == [("joint", 0.4), ("joint", 0.9), ("width_int4", 0.4), ("width_int4", 0.9)]
 teacher = refs[0]
+teacher_params = teacher["parameters"]
+lat = json.load(open(d + "/latency_table.json"))
+assert len(lat) > 0 and all(e["seconds"] > 0 and e["stream_bytes"] > 0 and e["tokens"] == 1 for e in lat), lat[:3]
+entry = {(e["rows"], e["cols"], e["weight_bits"], e["group"], e["act_bits"]): e["seconds"] for e in lat}
 for r in runs:
     assert len(r["choices"]) == 2 and all(math.isfinite(p) and p > 1 for p in r["ppl"]), r
     assert r["measured_step_seconds"] > 0 and r["search_resident_bytes"] > 0, r
@@ -37,12 +41,19 @@ for r in runs:
             assert set(c["weight_bits"].values()) <= {4, 8, 32} and set(c["act_bits"].values()) <= {8, 32}, c
     if r["method"] == "width_int4":
         assert abs(r["bits_per_weight"] - 4.5) < 1e-9, r
-    # Every candidate is at most the teacher's size, and its table latency at most the f32 teacher's.
-    assert r["predicted_linear_seconds"] <= teacher["predicted_linear_seconds"] * (1 + 1e-9), (r, teacher)
+    # The subnet is no larger than the teacher, and its predicted latency is the sum of the table's entries
+    # for its linears (width 64, head dim 32, one query head per KV group): recomputed here from the table.
+    assert r["parameters"] <= teacher_params, r
+    want = 0.0
+    for c in r["choices"]:
+        k, f, wb, ab = c["kv_groups"], c["ffn"], c["weight_bits"], c["act_bits"]
+        shapes = {"attn.q.weight": (32 * k, 64, "qkv"), "attn.k.weight": (32 * k, 64, "qkv"), "attn.v.weight": (32 * k, 64, "qkv"),
+                  "attn.o.weight": (64, 32 * k, "o"), "mlp.fc.weight": (f, 64, "mlp_in"), "mlp.proj.weight": (64, f, "mlp_out")}
+        for name, (rows, cols, site) in shapes.items():
+            want += entry[(rows, cols, wb[name], 0 if wb[name] == 32 else 32, ab[site])]
+    assert abs(r["predicted_linear_seconds"] - want) <= 1e-9 * want, (r["predicted_linear_seconds"], want)
 table = open(d + "/table.md").read()
 assert "| joint | 0.40 |" in table and "| width_int4 | 0.90 |" in table and " +- " in table, table
-lat = json.load(open(d + "/latency_table.json"))
-assert len(lat) > 0 and all(e["seconds"] > 0 and e["stream_bytes"] > 0 and e["tokens"] == 1 for e in lat), lat[:3]
 assert open(d + "/pareto.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 print("nas_mp_program: teacher %.2f; " % teacher["ppl"][0] + ", ".join(
     "%s %.1f seed %d: %.2f" % (r["method"], r["target"], r["seed"], r["ppl"][0]) for r in runs))
