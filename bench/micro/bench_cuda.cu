@@ -9,20 +9,24 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cuda_bench.cuh"
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/backend/cuda/flash_attention.cuh"
+#include "lwcl/backend/cuda/quant/matmul.cuh"
 #include "lwcl/ops/attention.hpp"
 #include "lwcl/ops/cross_entropy.hpp"
 #include "lwcl/ops/flash_attention.hpp"
 #include "lwcl/ops/layernorm.hpp"
 #include "lwcl/ops/rmsnorm.hpp"
+#include "lwcl/quant/rtn.hpp"
 #include "lwcl/tensor/tensor.hpp"
 
 using namespace lwcl;
@@ -340,6 +344,59 @@ void attention_shapes(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
+// y[M,N] = x[M,K] W[N,K]^T with W packed (bits 4 or 8: quant::dequant_matmul, group 128, symmetric, f16
+// scales) or dense (bits 16: cuBLAS bf16 with f32 accumulation; 32: cuBLAS exact f32), the peers a
+// quantised linear layer replaces. GB/s counts the weight's stored bytes plus x and y.
+void cuda_dequant_matmul(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const index_t M = state.range(0), K = state.range(1), N = state.range(2);
+  const int bits = static_cast<int>(state.range(3));
+  auto x = random_tensor<float>(*be, {M, K}, 1);
+  owned_tensor<backend::cuda> y(*be, dtype::f32, {M, N});
+  double weight_bytes = 0;
+  if (bits == 4 || bits == 8) {
+    quant::weight_format f;
+    f.bits = bits;
+    f.group = 128;
+    std::vector<float> w(static_cast<std::size_t>(N * K));
+    philox_stream s{3, 0};
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.02f * static_cast<float>(s.normal(i));
+    const quant::device_packed_weight dw(*be, quant::quantize_rtn(w, N, K, f, "bench"));
+    weight_bytes = static_cast<double>(dw.bytes());
+    event_pair ev;
+    ev.time(state, *be, [&] { quant::dequant_matmul(*be, dw, x.ptr<float>(), M, nullptr, y.ptr<float>()); });
+  } else if (bits == 16) {
+    auto xb = random_tensor<bf16>(*be, {M, K}, 1), wb = random_tensor<bf16>(*be, {N, K}, 2, 0.02);
+    owned_tensor<backend::cuda> yb(*be, dtype::bf16, {M, N});
+    weight_bytes = 2.0 * static_cast<double>(N * K);
+    event_pair ev;
+    ev.time(state, *be, [&] {
+      be->gemm(false, true, M, N, K, 1.0f, xb.ptr<bf16>(), K, wb.ptr<bf16>(), K, 0.0f, yb.ptr<bf16>(), N);
+    });
+  } else {
+    auto wf = random_tensor<float>(*be, {N, K}, 2, 0.02);
+    weight_bytes = 4.0 * static_cast<double>(N * K);
+    event_pair ev;
+    ev.time(state, *be, [&] {
+      be->gemm(false, true, M, N, K, 1.0f, x.ptr<float>(), K, wf.ptr<float>(), K, 0.0f, y.ptr<float>(), N);
+    });
+  }
+  report_bytes(state, weight_bytes + 4.0 * static_cast<double>(M * (K + N)));
+  report_flops(state, 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K));
+}
+
+// Decoding (M 1 and 8, the packed kernel) and a batch of 16 (dequantised slabs and cuBLAS) on a 4096^2
+// projection, and decoding on a 4096 x 14336 FFN projection; each at 4, 8, 16 and 32 bits.
+void dequant_shapes(benchmark::internal::Benchmark* b) {
+  for (const auto& [M, K, N] : {std::array<int64_t, 3>{1, 4096, 4096}, {8, 4096, 4096}, {16, 4096, 4096}, {1, 4096, 14336}})
+    for (const int64_t bits : {4, 8, 16, 32}) b->Args({M, K, N, bits});
+  b->ArgNames({"M", "K", "N", "bits"})->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
 }  // namespace
 
 BENCHMARK_TEMPLATE(cuda_gemm, float)->Apply(transformer_shapes);
@@ -361,6 +418,7 @@ BENCHMARK(cuda_materialised_attention_forward)->Apply(attention_shapes);
 BENCHMARK_TEMPLATE(cuda_flash_attention_backward, flash_backward_path::tiled)->Apply(attention_shapes);
 BENCHMARK_TEMPLATE(cuda_flash_attention_backward, flash_backward_path::row_functors)->Apply(attention_shapes);
 BENCHMARK(cuda_materialised_attention_backward)->Apply(attention_shapes);
+BENCHMARK(cuda_dequant_matmul)->Apply(dequant_shapes);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
