@@ -7,7 +7,7 @@
 #   tools/device_check.sh [output folder]      (default: $OUT, else device_out)
 # Files written: summary.txt (what ran, pass/fail, key figures), test_cuda.txt, bench_cuda.json,
 # bench_cuda.txt, bench_cuda_blaslt.json, bench_cuda_blaslt.txt, bench_cuda_segment.json,
-# bench_cuda_segment.txt, train_teacher_cuda.txt, build.txt.
+# bench_cuda_segment.txt, cuda_latency_table.txt and cuda_latency/, train_teacher_cuda.txt, build.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-device_out}}
@@ -50,7 +50,7 @@ build=build/device
 step configure 120 bash -c "cmake -S . -B $build -DLWCL_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_HOST_COMPILER=g++ -DCMAKE_CUDA_ARCHITECTURES=90 \
   > $out/build.txt 2>&1"
-step build 330 bash -c "cmake --build $build --target test_cuda bench_cuda bench_cuda_segment bench_cuda_blaslt train_teacher_cuda prepare_data -j$jobs \
+step build 330 bash -c "cmake --build $build --target test_cuda bench_cuda bench_cuda_segment bench_cuda_blaslt cuda_latency_table train_teacher_cuda prepare_data -j$jobs \
   >> $out/build.txt 2>&1"
 
 # The cuda tests: every op and block family, forward and backward, against the host backend.
@@ -74,6 +74,11 @@ grep -E "TFLOP" "$out/bench_cuda_blaslt.txt" | head -12 | tee -a "$summary"
 step bench_cuda_segment 200 bash -c "$build/bench/bench_cuda_segment --benchmark_out=$out/bench_cuda_segment.json \
   --benchmark_out_format=json > $out/bench_cuda_segment.txt 2>&1"
 grep -E "cuda_segment_step|cuda_pinned_upload|cuda_peak_memory" "$out/bench_cuda_segment.txt" | tee -a "$summary"
+
+# The decoding latency table on the GPU: f32 (cuBLAS) against int8/int4 g128 (the dequantising GEMM) on
+# LLaMA-shaped linears, one token, hot and streamed.
+step cuda_latency_table 90 bash -c "$build/bench/cuda_latency_table --out $out/cuda_latency > $out/cuda_latency_table.txt 2>&1"
+grep -E "^\| " "$out/cuda_latency_table.txt" | tee -a "$summary"
 
 # A short teacher training on the GPU: the loss must fall.
 work=$(mktemp -d)
