@@ -1,8 +1,8 @@
 // quant::dequant_matmul on backend::cuda (backend/cuda/quant/matmul.cuh) against dequantise-then-GEMM
 // on the host: the host's quant::dequantize of the same packed weight, multiplied in double. Both sides
 // form the same f32 products scale * (code - zero) * x; the device sums them in f32 in another order,
-// so the bound is the f32 accumulation's, cols * 2^-24 of the sum of the products' magnitudes (as
-// tests/quant/test_quant.cpp holds the host kernel to). The device's dequantised matrix must equal the
+// so the bound is the f32 accumulation's, (cols + 1) * 2^-24 of the sum of the products' magnitudes
+// and the bias's (as tests/quant/test_quant.cpp holds the host kernel to cols * 2^-24). The device's dequantised matrix must equal the
 // host's bit for bit.
 #include <doctest/doctest.h>
 
@@ -67,8 +67,8 @@ double worst_error(const std::vector<float>& y, const std::vector<float>& x, con
         ref += term;
         mag += std::abs(term);
       }
-      const double bound = mag * static_cast<double>(cols + 1) * 0x1p-24;
-      worst = std::max(worst, std::abs(y[static_cast<std::size_t>(t * rows + r)] - ref) / bound);
+      const double bound = mag * static_cast<double>(cols + 1) * 0x1p-24, err = std::abs(y[static_cast<std::size_t>(t * rows + r)] - ref);
+      worst = std::max(worst, bound > 0 ? err / bound : (err == 0 ? 0.0 : HUGE_VAL));
     }
   return worst;
 }

@@ -8,7 +8,7 @@
 //   not a multiple of 16 codes, x not 16-byte aligned) go through a kernel reading one code at a
 //   time in the same arrangement.
 // - More rows: the weight is dequantised into f32 a slab of rows at a time (a tracked workspace of at
-//   most `slab_bytes`, 32 MiB by default) and each slab multiplied by cuBLAS in exact fp32
+//   most `slab_bytes`, 32 MiB by default, or one row where a row is larger) and each slab multiplied by cuBLAS in exact fp32
 //   (backend::cuda::gemm), then the bias is added.
 // Each product is the f32 product of x and scale * (code - zero), as quant::dequantize forms it on the
 // host, so the result equals dequantise-then-GEMM up to the order of the f32 summation.
@@ -109,7 +109,9 @@ __device__ __forceinline__ void write_row(const params& p, index_t r, float (&ac
   for (int m = 0; m < max_rows_per_warp; ++m) acc[m] = warp_sum(acc[m]);
   if (lane == 0) {
     const float b = p.bias ? p.bias[r] : 0.0f;
-    for (int m = 0; m < p.M; ++m) p.y[m * p.ldy + r] = acc[m] + b;
+#pragma unroll
+    for (int m = 0; m < max_rows_per_warp; ++m)
+      if (m < p.M) p.y[m * p.ldy + r] = acc[m] + b;
   }
 }
 
@@ -144,18 +146,19 @@ __global__ void qmv_vector_kernel(params p) {
     }
 #pragma unroll
     for (int m = 0; m < max_rows_per_warp; ++m) {
-      if (m >= p.M) break;
-      const float4* xr = reinterpret_cast<const float4*>(p.x + m * p.cols + c0);
-      float a = acc[m];
+      if (m < p.M) {
+        const float4* xr = reinterpret_cast<const float4*>(p.x + m * p.cols + c0);
+        float a = acc[m];
 #pragma unroll
-      for (int q = 0; q < chunk / 4; ++q) {
-        const float4 xv = __ldg(xr + q);
-        a = fmaf(xv.x, w[4 * q], a);
-        a = fmaf(xv.y, w[4 * q + 1], a);
-        a = fmaf(xv.z, w[4 * q + 2], a);
-        a = fmaf(xv.w, w[4 * q + 3], a);
+        for (int q = 0; q < chunk / 4; ++q) {
+          const float4 xv = __ldg(xr + q);
+          a = fmaf(xv.x, w[4 * q], a);
+          a = fmaf(xv.y, w[4 * q + 1], a);
+          a = fmaf(xv.z, w[4 * q + 2], a);
+          a = fmaf(xv.w, w[4 * q + 3], a);
+        }
+        acc[m] = a;
       }
-      acc[m] = a;
     }
   }
   write_row(p, r, acc);
@@ -170,10 +173,8 @@ __global__ void qmv_scalar_kernel(params p) {
   for (index_t c = lane; c < p.cols; c += 32) {
     const float w = weight_at(p, r, c);
 #pragma unroll
-    for (int m = 0; m < max_rows_per_warp; ++m) {
-      if (m >= p.M) break;
-      acc[m] = fmaf(p.x[m * p.cols + c], w, acc[m]);
-    }
+    for (int m = 0; m < max_rows_per_warp; ++m)
+      if (m < p.M) acc[m] = fmaf(p.x[m * p.cols + c], w, acc[m]);
   }
   write_row(p, r, acc);
 }
@@ -218,7 +219,7 @@ inline unsigned grid_for(index_t n, const backend::cuda& gpu) {
 }
 
 // Refuses a pointer the GPU cannot read (host memory, or null where an array is required).
-inline void check_device_pointer(const void* ptr, const char* what, bool optional) {
+inline void check_device_pointer(const backend::cuda& gpu, const void* ptr, const char* what, bool optional) {
   if (!ptr) {
     check(optional, "quant::dequant_matmul (cuda): ", what, " is null (expected a device array)");
     return;
@@ -227,6 +228,8 @@ inline void check_device_pointer(const void* ptr, const char* what, bool optiona
   LWCL_CUDA_CHECK(cudaPointerGetAttributes(&a, ptr));
   check(a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged, "quant::dequant_matmul (cuda): ", what,
         " is not in device memory (expected a pointer from the cuda backend)");
+  check(a.type == cudaMemoryTypeManaged || a.device == gpu.device(), "quant::dequant_matmul (cuda): ", what, " is on device ",
+        a.device, ", the backend on device ", gpu.device());
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
@@ -236,7 +239,7 @@ inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>
 // The f32 (rows x cols) matrix w stands for, written to `out` on the device (rows * cols floats), as
 // quant::dequantize forms it on the host.
 inline void dequantize(backend::cuda& gpu, const device_packed_weight& w, float* out) {
-  cuda_qmm::check_device_pointer(out, "the output", false);
+  cuda_qmm::check_device_pointer(gpu, out, "the output", false);
   backend::cuda_detail::scoped_device on(gpu.device());
   const cuda_qmm::params p = cuda_qmm::make_params(w, nullptr, 1, nullptr, nullptr);
   const index_t n = w.rows() * w.cols();
@@ -244,15 +247,19 @@ inline void dequantize(backend::cuda& gpu, const device_packed_weight& w, float*
   LWCL_CUDA_CHECK_LAUNCH("quant::dequantize_kernel launch");
 }
 
-// y (M x rows) = x (M x cols) W^T + bias (rows, or null), every array on gpu's device. Up to
-// cuda_qmm::max_rows_per_warp input rows read the packed codes directly; more go through f32 slabs of
-// at most `slab_bytes` and cuBLAS. Queued on the backend's compute stream.
-inline void dequant_matmul(backend::cuda& gpu, const device_packed_weight& w, const float* x, index_t M, const float* bias,
-                           float* y, std::size_t slab_bytes = std::size_t(32) << 20) {
+namespace cuda_qmm {
+
+// The arguments dequant_matmul checks before it queues anything.
+inline void check_arguments(const backend::cuda& gpu, const float* x, index_t M, const float* bias, const float* y) {
   check(M > 0, "quant::dequant_matmul (cuda): ", M, " input rows (expected at least 1)");
-  cuda_qmm::check_device_pointer(x, "the input x", false);
-  cuda_qmm::check_device_pointer(y, "the output y", false);
-  cuda_qmm::check_device_pointer(bias, "the bias", true);
+  check_device_pointer(gpu, x, "the input x", false);
+  check_device_pointer(gpu, y, "the output y", false);
+  check_device_pointer(gpu, bias, "the bias", true);
+}
+
+// dequant_matmul without the checks (the caller made them once; the latency table times this).
+inline void queue_matmul(backend::cuda& gpu, const device_packed_weight& w, const float* x, index_t M, const float* bias,
+                         float* y, std::size_t slab_bytes) {
   backend::cuda_detail::scoped_device on(gpu.device());
   const index_t rows = w.rows(), cols = w.cols();
   if (M <= cuda_qmm::max_rows_per_warp) {
@@ -283,6 +290,17 @@ inline void dequant_matmul(backend::cuda& gpu, const device_packed_weight& w, co
     cuda_qmm::add_bias_kernel<<<cuda_qmm::grid_for(M * rows, gpu), 256, 0, gpu.stream()>>>(y, bias, M, rows);
     LWCL_CUDA_CHECK_LAUNCH("quant::add_bias_kernel launch");
   }
+}
+
+}  // namespace cuda_qmm
+
+// y (M x rows) = x (M x cols) W^T + bias (rows, or null), every array on gpu's device. Up to
+// cuda_qmm::max_rows_per_warp input rows read the packed codes directly; more go through f32 slabs of
+// `slab_bytes` (at least one row) and cuBLAS. Queued on the backend's compute stream.
+inline void dequant_matmul(backend::cuda& gpu, const device_packed_weight& w, const float* x, index_t M, const float* bias,
+                           float* y, std::size_t slab_bytes = std::size_t(32) << 20) {
+  cuda_qmm::check_arguments(gpu, x, M, bias, y);
+  cuda_qmm::queue_matmul(gpu, w, x, M, bias, y, slab_bytes);
 }
 
 }  // namespace lwcl::quant
