@@ -265,6 +265,103 @@ void launch_norm(const cuda& be, std::string_view op, index_t N, index_t C, int 
   LWCL_CUDA_CHECK_LAUNCH(op.data());
 }
 
+// The per-channel parameter gradients of the norms (dweight, and layernorm's dbias): sums over the N
+// rows, taken in parallel over rows. A grid of (tiles of 32 channels) x (slabs of rows): thread (x, y)
+// of a block's 32 x 8 sums rows y, y + 8, ... of its slab for channel x, the 8 partial sums are added
+// in shared memory in a fixed order, and one partial per (slab, channel) goes to a workspace; a second
+// kernel adds the slabs in order and accumulates into the gradient. Deterministic, as the host's
+// one-writer-per-channel functors are; only the order of the sum differs from theirs.
+inline constexpr int param_rows = 8;
+
+template <class T>
+struct rmsnorm_param_term {
+  static constexpr int K = 1;
+  const T* dout;
+  const T* inp;
+  const T* rstd;
+  index_t C;
+  __device__ void operator()(index_t r, index_t c, compute_t<T> (&acc)[K]) const {
+    using A = compute_t<T>;
+    acc[0] += A(dout[r * C + c]) * A(inp[r * C + c]) * A(rstd[r]);
+  }
+};
+
+template <class T>
+struct layernorm_param_term {
+  static constexpr int K = 2;
+  const T* dout;
+  const T* inp;
+  const T* mean;
+  const T* rstd;
+  index_t C;
+  __device__ void operator()(index_t r, index_t c, compute_t<T> (&acc)[K]) const {
+    using A = compute_t<T>;
+    const A dy = A(dout[r * C + c]);
+    acc[0] += dy * (A(inp[r * C + c]) - A(mean[r])) * A(rstd[r]);
+    acc[1] += dy;
+  }
+};
+
+template <class T, class Term>
+__global__ void __launch_bounds__(32 * param_rows) norm_param_partial_kernel(Term term, index_t N, index_t C, index_t slab_rows,
+                                                                               compute_t<T>* partial) {
+  using A = compute_t<T>;
+  constexpr int K = Term::K;
+  __shared__ A sh[K][param_rows][33];
+  const index_t c = static_cast<index_t>(blockIdx.x) * 32 + threadIdx.x;
+  const index_t slab = blockIdx.y;
+  const index_t r0 = slab * slab_rows, r1 = r0 + slab_rows < N ? r0 + slab_rows : N;
+  A acc[K] = {};
+  if (c < C)
+    for (index_t r = r0 + threadIdx.y; r < r1; r += param_rows) term(r, c, acc);
+  for (int k = 0; k < K; ++k) sh[k][threadIdx.y][threadIdx.x] = acc[k];
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C)
+    for (int k = 0; k < K; ++k) {
+      A v = A(0);
+      for (int y = 0; y < param_rows; ++y) v += sh[k][y][threadIdx.x];
+      partial[(slab * K + k) * C + c] = v;
+    }
+}
+
+template <class T, int K>
+__global__ void norm_param_finish_kernel(const compute_t<T>* partial, index_t slabs, index_t C, T* out0, T* out1) {
+  using A = compute_t<T>;
+  const index_t stride = static_cast<index_t>(blockDim.x) * gridDim.x;
+  for (index_t c = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += stride) {
+    T* outs[2] = {out0, out1};
+    for (int k = 0; k < K; ++k) {
+      if (!outs[k]) continue;
+      A v = A(0);
+      for (index_t s = 0; s < slabs; ++s) v += partial[(s * K + k) * C + c];
+      outs[k][c] += v;
+    }
+  }
+}
+
+// Queues both kernels on be's stream; out1 may be null (no dbias), and is unused when K is 1.
+template <class T, class Term>
+void norm_param_gradients(const cuda& be, const Term& term, index_t N, index_t C, T* out0, T* out1) {
+  using A = compute_t<T>;
+  constexpr int K = Term::K;
+  const index_t tiles = (C + 31) / 32;
+  // Enough blocks to fill every SM about four times, each slab at least param_rows rows.
+  index_t slabs = (4 * static_cast<index_t>(be.sm_count()) + tiles - 1) / tiles;
+  const index_t max_slabs = (N + param_rows - 1) / param_rows;
+  slabs = slabs < 1 ? 1 : (slabs > max_slabs ? max_slabs : slabs);
+  const index_t slab_rows = (N + slabs - 1) / slabs;
+  slabs = (N + slab_rows - 1) / slab_rows;
+  const std::size_t bytes = static_cast<std::size_t>(slabs * K * C) * sizeof(A);
+  A* partial = static_cast<A*>(be.allocate_bytes(bytes));
+  norm_param_partial_kernel<T, Term><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slabs)), dim3(32, param_rows), 0,
+                                       be.stream()>>>(term, N, C, slab_rows, partial);
+  LWCL_CUDA_CHECK_LAUNCH("norm_param_partial_kernel launch");
+  const index_t blocks = (C + 255) / 256;
+  norm_param_finish_kernel<T, K><<<static_cast<unsigned>(blocks), 256, 0, be.stream()>>>(partial, slabs, C, out0, out1);
+  LWCL_CUDA_CHECK_LAUNCH("norm_param_finish_kernel launch");
+  be.deallocate_bytes(partial, bytes);
+}
+
 }  // namespace cuda_detail
 
 // The fused layernorm forward with either statistics; backend::cuda::layernorm_forward runs the
@@ -297,8 +394,8 @@ void cuda::layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor
   cuda_layernorm_forward(*this, out, mean, rstd, inp, weight, bias, eps);
 }
 
-// The fused dinp kernel, then dweight and dbias by ops::kernel::layernorm_backward_param through
-// for_each (one writer per channel, deterministic), as on the host.
+// The fused dinp kernel, then dweight and dbias summed over rows in parallel (norm_param_gradients;
+// deterministic, as the host's ops::kernel::layernorm_backward_param).
 template <class Tensor>
 void cuda::layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                               const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) const {
@@ -314,11 +411,9 @@ void cuda::layernorm_backward(const Tensor& dinp, const Tensor& dweight, const T
                                                       C,                        cached};
       cuda_detail::layernorm_backward_kernel<T, Threads><<<static_cast<unsigned>(N), Threads, smem, stream()>>>(a);
     });
-    for_each(ops::column_chunks(C),
-             ops::kernel::layernorm_backward_param<T>{dweight.template ptr<T>(), static_cast<T*>(dbias.data),
-                                                      dout.template ptr<T>(), inp.template ptr<T>(), mean.template ptr<T>(),
-                                                      rstd.template ptr<T>(), N, C},
-             4 * ops::column_chunk * N);
+    cuda_detail::norm_param_gradients<T>(
+        *this, cuda_detail::layernorm_param_term<T>{dout.template ptr<T>(), inp.template ptr<T>(), mean.template ptr<T>(), rstd.template ptr<T>(), C},
+        N, C, dweight.template ptr<T>(), static_cast<T*>(dbias.data));
   });
 }
 
@@ -338,7 +433,7 @@ void cuda::rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& 
   });
 }
 
-// The fused dinp kernel, then dweight by ops::kernel::rmsnorm_backward_weight through for_each.
+// The fused dinp kernel, then dweight summed over rows in parallel (norm_param_gradients).
 template <class Tensor>
 void cuda::rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
                             const Tensor& weight, const Tensor& rstd) const {
@@ -353,10 +448,9 @@ void cuda::rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Ten
                                                     weight.template ptr<T>(), rstd.template ptr<T>(), C, cached};
       cuda_detail::rmsnorm_backward_kernel<T, Threads><<<static_cast<unsigned>(N), Threads, smem, stream()>>>(a);
     });
-    for_each(ops::column_chunks(C),
-             ops::kernel::rmsnorm_backward_weight<T>{dweight.template ptr<T>(), dout.template ptr<T>(), inp.template ptr<T>(),
-                                                     rstd.template ptr<T>(), N, C},
-             3 * ops::column_chunk * N);
+    cuda_detail::norm_param_gradients<T>(
+        *this, cuda_detail::rmsnorm_param_term<T>{dout.template ptr<T>(), inp.template ptr<T>(), rstd.template ptr<T>(), C}, N, C,
+        dweight.template ptr<T>(), static_cast<T*>(nullptr));
   });
 }
 

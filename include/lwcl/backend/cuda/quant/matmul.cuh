@@ -1,17 +1,18 @@
 #pragma once
 // The dequantising GEMM on backend::cuda: y = x W^T (+ bias), W an int8/int4 weight packed as
 // quant/packed.hpp stores it and uploaded once (device_packed_weight), x and y f32 on the device.
-// - Few input rows (decoding, M <= 8): one warp per output row. A lane reads 16 bytes of the row's codes
-//   a step (an int4 tile of 32 columns, or 16 int8 codes), dequantises them in registers with their
-//   group's scale and zero point and dots them with every input row at once, so the weight's bytes cross
-//   the memory bus once and nothing but y is written. Shapes the 16-byte reads cannot take (int8 rows
-//   not a multiple of 16 codes, x not 16-byte aligned) go through a kernel reading one code at a
-//   time in the same arrangement.
+// - Few input rows (decoding, M <= 8): one warp per 4 output rows. A lane reads 16 bytes of each row's
+//   codes a step (an int4 tile of 32 columns, or 16 int8 codes), turns them into floats in registers,
+//   and dots them with its slice of every input row, loaded once for the 4 rows; each chunk's sum is
+//   multiplied by its group's scale. The weight's bytes cross the memory bus once and nothing but y is
+//   written. Shapes the 16-byte reads cannot take (int8 rows not a multiple of 16 codes, x not 16-byte
+//   aligned) go through a kernel reading one code at a time, a warp per row.
 // - More rows: the weight is dequantised into f32 a slab of rows at a time (a tracked workspace of at
 //   most `slab_bytes`, 32 MiB by default, or one row where a row is larger) and each slab multiplied by cuBLAS in exact fp32
 //   (backend::cuda::gemm), then the bias is added.
-// Each product is the f32 product of x and scale * (code - zero), as quant::dequantize forms it on the
-// host, so the result equals dequantise-then-GEMM up to the order of the f32 summation.
+// The slab path and the one-code kernel form each product from scale * (code - zero) in f32, as
+// quant::dequantize does on the host; the vector kernel multiplies a chunk's sum by the scale instead.
+// Either way the result equals dequantise-then-GEMM within the rounding of an f32 summation.
 
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -106,7 +107,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ void write_row(const params& p, index_t r, float (&acc)[max_rows_per_warp]) {
   const int lane = static_cast<int>(threadIdx.x & 31);
 #pragma unroll
-  for (int m = 0; m < max_rows_per_warp; ++m) acc[m] = warp_sum(acc[m]);
+  for (int m = 0; m < max_rows_per_warp; ++m)
+    if (m < p.M) acc[m] = warp_sum(acc[m]);  // p.M is the same for the whole warp
   if (lane == 0) {
     const float b = p.bias ? p.bias[r] : 0.0f;
 #pragma unroll
@@ -115,53 +117,70 @@ __device__ __forceinline__ void write_row(const params& p, index_t r, float (&ac
   }
 }
 
-// 16 bytes of codes a lane a step: Chunk = 32 columns (int4, one tile) or 16 (int8). A chunk never
-// straddles two groups (groups are whole rows or multiples of 32 columns, and cols % Chunk == 0 here).
+// The vector kernel's output rows per warp: each lane's slice of x, loaded once, serves this many rows.
+inline constexpr int rows_per_warp = 4;
+
+// 16 bytes of codes a lane a step for each of the warp's rows_per_warp rows: Chunk = 32 columns (int4,
+// one tile) or 16 (int8). A chunk never straddles two groups (groups are whole rows or multiples of 32
+// columns, and cols % Chunk == 0 here), so a row's chunk is the scale times the dot product of x with
+// (code - zero). A code becomes a float exactly by placing it in the mantissa of 2^23 and subtracting
+// 2^23 + zero (codes and zeros are below 2^8), without an integer-to-float conversion.
 template <int Bits>
 __global__ void qmv_vector_kernel(params p) {
   constexpr int chunk = Bits == 4 ? 32 : 16;
-  const index_t r = static_cast<index_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
-  if (r >= p.rows) return;
+  constexpr int R = rows_per_warp;
+  const index_t r0 = (static_cast<index_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32) * R;
+  if (r0 >= p.rows) return;
   const int lane = static_cast<int>(threadIdx.x & 31);
-  float acc[max_rows_per_warp] = {};
-  const std::uint8_t* row = p.codes + r * p.row_bytes;
+  float acc[R][max_rows_per_warp] = {};
   const index_t chunks = p.cols / chunk;
   for (index_t t = lane; t < chunks; t += 32) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row + t * 16));
     const index_t c0 = t * chunk;
-    const index_t k = r * p.groups + c0 / p.group_width;
-    const float s = scale_value(p.scales[k], p.bf16_scales);
-    const int zero = p.zeros ? static_cast<int>(p.zeros[k]) : p.mid;
-    const unsigned words[4] = {v.x, v.y, v.z, v.w};
-    float w[chunk];
+    uint4 v[R];
+    float sc[R], off[R];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const int b = static_cast<int>((words[j / 4] >> (8 * (j % 4))) & 0xffu);
-      if constexpr (Bits == 4) {
-        w[j] = s * static_cast<float>((b & 15) - zero);
-        w[j + 16] = s * static_cast<float>((b >> 4) - zero);
-      } else {
-        w[j] = s * static_cast<float>(b - zero);
-      }
+    for (int i = 0; i < R; ++i) {
+      const index_t r = r0 + i < p.rows ? r0 + i : p.rows - 1;  // past the matrix: read a real row, write nothing
+      v[i] = __ldg(reinterpret_cast<const uint4*>(p.codes + r * p.row_bytes + t * 16));
+      const index_t k = r * p.groups + c0 / p.group_width;
+      sc[i] = scale_value(p.scales[k], p.bf16_scales);
+      off[i] = 8388608.0f + static_cast<float>(p.zeros ? static_cast<int>(p.zeros[k]) : p.mid);
     }
 #pragma unroll
     for (int m = 0; m < max_rows_per_warp; ++m) {
       if (m < p.M) {
-        const float4* xr = reinterpret_cast<const float4*>(p.x + m * p.cols + c0);
-        float a = acc[m];
+        float xr[chunk];
+        const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.cols + c0);
 #pragma unroll
         for (int q = 0; q < chunk / 4; ++q) {
-          const float4 xv = __ldg(xr + q);
-          a = fmaf(xv.x, w[4 * q], a);
-          a = fmaf(xv.y, w[4 * q + 1], a);
-          a = fmaf(xv.z, w[4 * q + 2], a);
-          a = fmaf(xv.w, w[4 * q + 3], a);
+          const float4 xv = __ldg(xp + q);
+          xr[4 * q] = xv.x;
+          xr[4 * q + 1] = xv.y;
+          xr[4 * q + 2] = xv.z;
+          xr[4 * q + 3] = xv.w;
         }
-        acc[m] = a;
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const unsigned words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+          float a = 0.0f;
+#pragma unroll
+          for (int j = 0; j < 16; ++j) {
+            const unsigned b = (words[j / 4] >> (8 * (j % 4))) & 0xffu;
+            if constexpr (Bits == 4) {
+              a = fmaf(xr[j], __uint_as_float(0x4b000000u | (b & 15u)) - off[i], a);
+              a = fmaf(xr[j + 16], __uint_as_float(0x4b000000u | (b >> 4)) - off[i], a);
+            } else {
+              a = fmaf(xr[j], __uint_as_float(0x4b000000u | b) - off[i], a);
+            }
+          }
+          acc[i][m] = fmaf(sc[i], a, acc[i][m]);
+        }
       }
     }
   }
-  write_row(p, r, acc);
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+    if (r0 + i < p.rows) write_row(p, r0 + i, acc[i]);
 }
 
 // One code at a time: lane l takes columns l, l + 32, ... of its warp's row.
@@ -264,9 +283,10 @@ inline void queue_matmul(backend::cuda& gpu, const device_packed_weight& w, cons
   const index_t rows = w.rows(), cols = w.cols();
   if (M <= cuda_qmm::max_rows_per_warp) {
     const cuda_qmm::params p = cuda_qmm::make_params(w, x, M, bias, y);
-    const unsigned blocks = static_cast<unsigned>((rows + cuda_qmm::warps_per_block - 1) / cuda_qmm::warps_per_block);
     const unsigned threads = 32 * cuda_qmm::warps_per_block;
     const bool vector = cols % (w.format().bits == 4 ? 32 : 16) == 0 && cuda_qmm::aligned16(x) && cuda_qmm::aligned16(w.codes());
+    const index_t per_block = cuda_qmm::warps_per_block * (vector ? cuda_qmm::rows_per_warp : 1);
+    const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
     if (vector && w.format().bits == 4) cuda_qmm::qmv_vector_kernel<4><<<blocks, threads, 0, gpu.stream()>>>(p);
     else if (vector) cuda_qmm::qmv_vector_kernel<8><<<blocks, threads, 0, gpu.stream()>>>(p);
     else cuda_qmm::qmv_scalar_kernel<<<blocks, threads, 0, gpu.stream()>>>(p);
