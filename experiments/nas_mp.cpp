@@ -6,7 +6,8 @@
 // search holds one layer's parameters, gradients, optimiser state and activations at a time. A search
 // step draws a Gumbel-softmax sample (temperature annealed from --tau-start to --tau-end), trains the
 // layer's master weights on the feature loss through the mixed weights and activations, and moves the
-// architecture logits by the feature loss and by lambda * max(0, log(E / target)), E the expected
+// architecture logits by the feature loss and by lambda * max(0, log(E / target)) (--latency-loss
+// two_sided: lambda * |log(E / target)|, which also pulls a layer under its target back up), E the expected
 // latency of the layer's linears from a lookup table measured here (quant::measure_linear, one thread,
 // weights streamed from a working set the size of the teacher's linears in that format) and the target
 // r times the f32 teacher layer's. The most probable candidate is then fixed and the layer trained
@@ -169,6 +170,7 @@ int main(int argc, char** argv) {
   int seeds = 3, first_seed = 0, steps = 150, finetune = 50, batches = 12, batch = 8, seq = 0, eval_tokens = 16384,
       calib_batches = 8, threads = 1, timing_rounds = 5;
   double lr = 3e-4, arch_lr = 0.05, lambda = 1.0, tau_start = 10.0, tau_end = 0.1;
+  std::string latency_loss = "hinge";
   app.add_option("--model", model_dir, "teacher checkpoint folder (config.json, model.safetensors)")->required();
   app.add_option("--data", data_dir, "prepared data (train.bin for features and calibration; the --splits scored)");
   app.add_option("--out", out, "output folder (default runs/nas_mp_<model folder's parent>)");
@@ -190,7 +192,9 @@ int main(int argc, char** argv) {
   app.add_option("--eval-tokens", eval_tokens, "predicted tokens of each held-out sample")->check(CLI::PositiveNumber);
   app.add_option("--lr", lr, "AdamW learning rate of the layer weights")->check(CLI::PositiveNumber);
   app.add_option("--arch-lr", arch_lr, "Adam learning rate of the architecture logits")->check(CLI::PositiveNumber);
-  app.add_option("--lambda", lambda, "weight of the latency hinge")->check(CLI::NonNegativeNumber);
+  app.add_option("--lambda", lambda, "weight of the latency term")->check(CLI::NonNegativeNumber);
+  app.add_option("--latency-loss", latency_loss, "hinge: lambda * max(0, log(E / target)); two_sided: lambda * |log(E / target)|")
+      ->check(CLI::IsMember({"hinge", "two_sided"}));
   app.add_option("--tau-start", tau_start, "Gumbel-softmax temperature at the first step")->check(CLI::PositiveNumber);
   app.add_option("--tau-end", tau_end, "temperature at the last search step (annealed geometrically)")->check(CLI::PositiveNumber);
   app.add_option("--timing-rounds", timing_rounds, "rounds of the decoding-step timing (each times every model; the median "
@@ -412,7 +416,7 @@ int main(int argc, char** argv) {
             const tensor g = seg.grads(), w = seg.params();
             const float* wp = w.ptr<float>("nas_mp");
             sn->weight_grads(seg.layout(), g.ptr<float>("nas_mp"), std::vector<float>(wp, wp + w.numel()));
-            E = sn->expected_latency(lat, layer_target, lambda);
+            E = sn->expected_latency(lat, layer_target, lambda, latency_loss == "two_sided");
             sn->update_logits(arch_lr);
           });
           res.search_resident_bytes = std::max(res.search_resident_bytes, seg.resident_bytes() + sn->saved_bytes());
@@ -529,13 +533,13 @@ int main(int argc, char** argv) {
     md += report::format(
         "%s, %lld layers, width %lld. cpu: %s; threads %d. Space per layer: KV groups {%s} x FFN {%s}; joint adds weight bits "
         "{4,8,32} per linear (g%lld, sym, GPTQ at export) x activation bits {8,32} per site (per token). %d search + %d fixed "
-        "steps per layer on %d cached teacher batches of %d x %lld tokens; lr %.3g, arch lr %.3g, lambda %.3g, tau %.3g -> %.3g. "
+        "steps per layer on %d cached teacher batches of %d x %lld tokens; lr %.3g, arch lr %.3g, lambda %.3g (%s), tau %.3g -> %.3g. "
         "Latency: measured decoding step (prompt %lld, %lld steps; median over %d rounds that each time every model in turn, "
         "each round the median of 3 runs); the target is a fraction of the f32 teacher's "
         "linear time from the table. Seeds: %d.\n\n",
         std::string(model::family_name(cfg.fam)).c_str(), static_cast<long long>(L), static_cast<long long>(C), cpu.c_str(),
         threads, kv_s.c_str(), ffn_s.c_str(), static_cast<long long>(quant_group), steps, finetune, batches, batch,
-        static_cast<long long>(T), lr, arch_lr, lambda, tau_start, tau_end, static_cast<long long>(decode_prompt),
+        static_cast<long long>(T), lr, arch_lr, lambda, latency_loss.c_str(), tau_start, tau_end, static_cast<long long>(decode_prompt),
         static_cast<long long>(decode_steps), timing_rounds, seeds);
     md += "| method | target | predicted linears (ms) | measured step (ms) | parameters | bits/weight |";
     for (const auto& s : samples) md += " " + s.split + " ppl |";
@@ -624,7 +628,7 @@ int main(int argc, char** argv) {
     write_text_atomic((dir / "table.md").string(), md);
     write_text_atomic((dir / "results.csv").string(), csv);
     write_text_atomic((dir / "results.json").string(),
-                      nlohmann::ordered_json({{"model", model_dir}, {"cpu", cpu}, {"threads", threads}, {"references", rj}, {"runs", js}})
+                      nlohmann::ordered_json({{"model", model_dir}, {"cpu", cpu}, {"threads", threads}, {"latency_loss", latency_loss}, {"lambda", lambda}, {"references", rj}, {"runs", js}})
                               .dump(1) +
                           "\n");
     report::write_png(ch, dir / "pareto.png");

@@ -2,7 +2,8 @@
 # experiments/nas_mp end to end: trains a small gpt2 teacher on the project's docs, runs the joint search
 # and the width-then-int4 baseline at two latency targets over two seeds, and checks results.json (every
 # run's choices, a subnet no larger than the teacher, finite perplexities, 4.5 bits a weight for the int4
-# baseline, choices from the space), table.md, latency_table.json and the PNG; bad settings exit 2.
+# baseline, choices from the space), table.md, latency_table.json and the PNG; a run with the two-sided
+# latency term; bad settings exit 2.
 #   nas_mp_program.sh <build dir with experiments/> <source dir> <work dir>
 set -euo pipefail
 build=$1 src=$2 work=$3
@@ -57,6 +58,16 @@ assert "| joint | 0.40 |" in table and "| width_int4 | 0.90 |" in table and " +-
 assert open(d + "/pareto.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 print("nas_mp_program: teacher %.2f; " % teacher["ppl"][0] + ", ".join(
     "%s %.1f seed %d: %.2f" % (r["method"], r["target"], r["seed"], r["ppl"][0]) for r in runs))
+PY
+# The two-sided latency term: recorded, and a joint search under it runs to the same outputs.
+"$n" "${common[@]}" --methods joint --targets 0.9 --seeds 1 --latency-loss two_sided --timing-rounds 1 --out "$work/two" >"$work/two.log" 2>&1
+python3 - "$work/two" <<'PY'
+import json, math, sys
+doc = json.load(open(sys.argv[1] + "/results.json"))
+assert doc["latency_loss"] == "two_sided", doc.get("latency_loss")
+(r,) = doc["runs"]
+assert r["method"] == "joint" and len(r["choices"]) == 2 and all(math.isfinite(p) for p in r["ppl"]), r
+assert "lambda 1 (two_sided)" in open(sys.argv[1] + "/table.md").read()
 PY
 expect_error "latency target 1.5 (expected a fraction in (0, 1])" "$n" "${common[@]}" --targets 1.5 --out "$work/bad"
 expect_error "3 KV groups in layer 0, which has 2" "$n" "${common[@]}" --kv 3 --out "$work/bad"

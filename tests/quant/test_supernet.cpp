@@ -355,6 +355,33 @@ TEST_CASE("the supernet's expected latency and its gradient") {
     a.push_back(an[i]);
   }
   CHECK(rel_error(a, fd) < 1e-6);
+
+  // Two-sided, under a target above E: the gradient of lambda * |log(E / target)| = log(target / E).
+  const double high = 4.0 * E;
+  auto below = [&] {
+    sn.sample(philox_stream{8, 8}, tau);
+    return std::abs(std::log(sn.expected_latency(table) / high));
+  };
+  sn.sample(philox_stream{8, 8}, tau);
+  REQUIRE(sn.expected_latency(table, high, 1.0, true) < high);
+  const auto an2 = sn.logit_grads();
+  std::vector<double> fd2, a2;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const double keep = *logits[i];
+    *logits[i] = keep + 1e-5;
+    const double p = below();
+    *logits[i] = keep - 1e-5;
+    const double m = below();
+    *logits[i] = keep;
+    fd2.push_back((p - m) / 2e-5);
+    a2.push_back(an2[i]);
+  }
+  MESSAGE("two-sided latency gradient under the target: relative error ", rel_error(a2, fd2));
+  CHECK(rel_error(a2, fd2) < 1e-6);
+  // The one-sided hinge leaves a layer under its target alone.
+  sn.sample(philox_stream{8, 8}, tau);
+  (void)sn.expected_latency(table, high, 1.0, false);
+  for (const double g : sn.logit_grads()) CHECK(g == 0.0);
 }
 
 TEST_CASE("bad supernet spaces and choices get clear errors") {

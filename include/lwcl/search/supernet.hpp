@@ -21,7 +21,8 @@
 // (<dx', Q_8(m.x)>, <dx', m.x>, and sum_tokens dx'_c x_c for m_c), then d(loss)/d(a) =
 // (p . (dp - <p, dp>)) / tau. The expected latency sums a lookup table over the choices (each linear's
 // shape from its width choice, bits from its own and its site's choices), and a hinge
-// lambda * max(0, log(E / target)) pulls it under the target.
+// lambda * max(0, log(E / target)) pulls it under the target (or, two-sided, lambda * |log(E / target)|
+// pulls it to the target from either side).
 
 #include <algorithm>
 #include <array>
@@ -417,8 +418,10 @@ class supernet_layer final : public model::linear_input_hook {
   }
 
   // The expected seconds of the layer's linears under this pass's probabilities; with `lambda`, adds
-  // the gradient of lambda * max(0, log(E / target)) to the choices' dp and returns E.
-  double expected_latency(const linear_latency& table, double target = 0, double lambda = 0) {
+  // the gradient of lambda * max(0, log(E / target)) to the choices' dp (two_sided: of
+  // lambda * |log(E / target)|, which also pushes a layer under its target back up towards it) and
+  // returns E.
+  double expected_latency(const linear_latency& table, double target = 0, double lambda = 0, bool two_sided = false) {
     const auto& L = cfg_.layers[static_cast<std::size_t>(layer_)];
     const index_t C = cfg_.d_model, D = cfg_.head_dim, r = L.n_heads / L.n_kv_heads;
     // E = sum_lin sum_j pw_j sum_b pb_b sum_a pa_a T(shape(j), b, a)
@@ -451,8 +454,8 @@ class supernet_layer final : public model::linear_input_hook {
           }
       }
     }
-    if (lambda > 0 && target > 0 && E > target) {
-      const double k = lambda / E;
+    if (lambda > 0 && target > 0 && (E > target || (two_sided && E < target))) {
+      const double k = (E > target ? lambda : -lambda) / E;
       for (const auto& t : terms) {
         auto& wc = t.lin->attention ? width_attn_ : width_ffn_;
         auto& bc = wbits_.at(t.lin->name);
