@@ -19,20 +19,12 @@
 #include "lwcl/quant/packed.hpp"
 #include "lwcl/quant/rtn.hpp"
 #include "lwcl/tensor/tensor.hpp"
+#include "support/quant_format.hpp"
 
 using namespace lwcl;
 using namespace lwcl::quant;
 
 namespace {
-
-weight_format format_of(int bits, index_t group, bool sym, dtype scale_type) {
-  weight_format f;
-  f.bits = bits;
-  f.group = group;
-  f.sym = sym ? symmetry::symmetric : symmetry::asymmetric;
-  f.scale_type = scale_type;
-  return f;
-}
 
 std::vector<float> normal(std::size_t n, std::uint32_t seed, float scale) {
   std::mt19937 rng(seed);
@@ -99,7 +91,7 @@ TEST_CASE("cuda dequant_matmul equals dequantise-then-GEMM within f32 rounding, 
   for (const auto& sc : shapes)
     for (const bool sym : {true, false})
       for (const dtype st : {dtype::f16, dtype::bf16}) {
-        const weight_format f = format_of(sc.bits, sc.group, sym, st);
+        const weight_format f = test::quant_format(sc.bits, sc.group, sym, st);
         const auto W = normal(static_cast<std::size_t>(sc.rows * sc.cols), ++seed, 0.05f);
         const packed_weight p = quantize_rtn(W, sc.rows, sc.cols, f, "cuda gemm");
         const auto deq = dequantize(p);
@@ -135,7 +127,7 @@ TEST_CASE("cuda dequant_matmul equals dequantise-then-GEMM within f32 rounding, 
 TEST_CASE("cuda dequant_matmul reads an input that is not 16-byte aligned through the one-code kernel") {
   backend::cuda gpu;
   const index_t rows = 24, cols = 128, M = 3;
-  const weight_format f = format_of(4, 64, true, dtype::f16);
+  const weight_format f = test::quant_format(4, 64, true, dtype::f16);
   const auto W = normal(static_cast<std::size_t>(rows * cols), 7, 0.05f);
   const packed_weight p = quantize_rtn(W, rows, cols, f, "unaligned");
   const device_packed_weight dw(gpu, p);
@@ -153,7 +145,7 @@ TEST_CASE("cuda dequant_matmul refuses bad input with what was wrong named") {
   backend::cuda gpu;
   const index_t rows = 8, cols = 96;
   const auto W = normal(static_cast<std::size_t>(rows * cols), 3, 0.05f);
-  packed_weight p = quantize_rtn(W, rows, cols, format_of(8, 32, true, dtype::f16), "bad input");
+  packed_weight p = quantize_rtn(W, rows, cols, test::quant_format(8, 32, true, dtype::f16), "bad input");
   const device_packed_weight dw(gpu, p);
   const auto xd = upload(gpu, std::vector<float>(static_cast<std::size_t>(cols), 1.0f));
   owned_tensor<backend::cuda> yd(gpu, dtype::f32, shape{1, rows});

@@ -17,6 +17,7 @@
 #include "lwcl/quant/packed.hpp"
 #include "lwcl/quant/rtn.hpp"
 #include "support/fixture.hpp"
+#include "support/quant_format.hpp"
 
 using namespace lwcl;
 using namespace lwcl::quant;
@@ -28,14 +29,6 @@ const test::fixture& oracle() {
   return f;
 }
 
-weight_format fmt(int bits, index_t group, bool sym, dtype st) {
-  weight_format f;
-  f.bits = bits;
-  f.group = group;
-  f.sym = sym ? symmetry::symmetric : symmetry::asymmetric;
-  f.scale_type = st;
-  return f;
-}
 
 }  // namespace
 
@@ -81,7 +74,8 @@ TEST_CASE("W8A8 and W4A8 products equal the oracle's dequantised product, with t
     const char* name;
     weight_format f;
   };
-  for (const auto& c : {c_{"rtn_int8_g0_sym_bf16", fmt(8, 0, true, dtype::bf16)}, c_{"rtn_int4_g32_asym_f16", fmt(4, 32, false, dtype::f16)}}) {
+  for (const auto& c : {c_{"rtn_int8_g0_sym_bf16", test::quant_format(8, 0, true, dtype::bf16)},
+                        c_{"rtn_int4_g32_asym_f16", test::quant_format(4, 32, false, dtype::f16)}}) {
     CAPTURE(c.name);
     const a8_weight w = prepare_a8(quantize_rtn(W, rows, cols, c.f, c.name), c.name);
     const auto want = o.f64(std::string(c.name) + ".a8_y");
@@ -121,7 +115,7 @@ TEST_CASE("the VNNI kernel equals the plain loops bitwise for every format, grou
   for (const int bits : {4, 8})
     for (const index_t group : {index_t(0), index_t(32), index_t(128)})
       for (const bool sym : {true, false}) {
-        const a8_weight w = prepare_a8(quantize_rtn(W, rows, cols, fmt(bits, group, sym, dtype::f16), "vnni"));
+        const a8_weight w = prepare_a8(quantize_rtn(W, rows, cols, test::quant_format(bits, group, sym, dtype::f16), "vnni"));
         for (const index_t M : {index_t(1), index_t(5)}) {
           CAPTURE(bits);
           CAPTURE(group);

@@ -18,6 +18,7 @@
 #include "lwcl/quant/packed.hpp"
 #include "lwcl/quant/rtn.hpp"
 #include "support/fixture.hpp"
+#include "support/quant_format.hpp"
 
 using namespace lwcl;
 using namespace lwcl::quant;
@@ -29,14 +30,6 @@ const test::fixture& oracle() {
   return f;
 }
 
-weight_format fmt(int bits, index_t group, bool sym, dtype st) {
-  weight_format f;
-  f.bits = bits;
-  f.group = group;
-  f.sym = sym ? symmetry::symmetric : symmetry::asymmetric;
-  f.scale_type = st;
-  return f;
-}
 
 // Codes, scales and zero points of `p` against the oracle's case `name`, exactly.
 void expect_matches(const packed_weight& p, const std::string& name) {
@@ -142,7 +135,7 @@ TEST_CASE("round-to-nearest gives the oracle's codes, scales and zero points, an
   const index_t rows = o.dims("W")[0], cols = o.dims("W")[1];
   for (const auto& c : rtn_cases) {
     CAPTURE(c.name);
-    const packed_weight p = quantize_rtn(W, rows, cols, fmt(c.bits, c.group, c.sym, c.st), c.name);
+    const packed_weight p = quantize_rtn(W, rows, cols, test::quant_format(c.bits, c.group, c.sym, c.st), c.name);
     expect_matches(p, c.name);
     const auto deq = dequantize(p);
     const auto want = o.f32(std::string(c.name) + ".deq");
@@ -171,7 +164,7 @@ TEST_CASE("GPTQ gives the oracle's codes and scales, its loss, and a smaller lay
       opt.damp = o.scalar("damp");
       opt.block = block;
       opt.act_order = c.act_order;
-      const quantized res = quantize_gptq(W.data(), rows, cols, h, fmt(c.bits, c.group, c.sym, c.st), opt, c.name);
+      const quantized res = quantize_gptq(W.data(), rows, cols, h, test::quant_format(c.bits, c.group, c.sym, c.st), opt, c.name);
       expect_matches(res.weight, c.name);
       const double want = o.scalar(std::string(c.name) + ".loss");
       CHECK(std::abs(res.loss - want) <= 1e-9 * want);
@@ -188,7 +181,7 @@ TEST_CASE("packing round-trips every format, and int4's tiles hold columns j and
     for (const index_t group : {index_t(0), index_t(32), index_t(64)})
       for (const bool sym : {true, false})
         for (const dtype st : {dtype::f16, dtype::bf16}) {
-          const weight_format f = fmt(bits, group, sym, st);
+          const weight_format f = test::quant_format(bits, group, sym, st);
           CAPTURE(f.describe());
           const index_t rows = 5, cols = 128;
           std::uniform_int_distribution<int> code(0, f.max_code());
@@ -227,7 +220,7 @@ TEST_CASE("the dequantising GEMM equals dequantise-then-GEMM within f32 rounding
   for (const int bits : {4, 8})
     for (const index_t group : {index_t(0), index_t(64)})
       for (const bool sym : {true, false}) {
-        const weight_format f = fmt(bits, group, sym, dtype::f16);
+        const weight_format f = test::quant_format(bits, group, sym, dtype::f16);
         const packed_weight p = quantize_rtn(W, rows, cols, f, "gemm");
         const auto deq = dequantize(p);
         for (const index_t M : {index_t(1), index_t(3), index_t(16)}) {
@@ -268,20 +261,20 @@ TEST_CASE("bad formats, bad packed weights and bad calibration are refused with 
       CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos, e.what());
     }
   };
-  refuses([&] { quantize_rtn(W, 8, 96, fmt(3, 0, true, dtype::f16), "layer0.q"); }, "3 weight bits are not supported");
-  refuses([&] { quantize_rtn(W, 8, 96, fmt(4, 64, true, dtype::f16), "layer0.q"); }, "does not divide the layer's 96");
-  refuses([&] { quantize_rtn(W, 8, 96, fmt(4, 48, true, dtype::f16), "layer0.q"); }, "not a multiple of 32");
-  refuses([&] { quantize_rtn(W, 8, 96, fmt(8, 0, true, dtype::f32), "layer0.q"); }, "expected f16 or bf16");
+  refuses([&] { quantize_rtn(W, 8, 96, test::quant_format(3, 0, true, dtype::f16), "layer0.q"); }, "3 weight bits are not supported");
+  refuses([&] { quantize_rtn(W, 8, 96, test::quant_format(4, 64, true, dtype::f16), "layer0.q"); }, "does not divide the layer's 96");
+  refuses([&] { quantize_rtn(W, 8, 96, test::quant_format(4, 48, true, dtype::f16), "layer0.q"); }, "not a multiple of 32");
+  refuses([&] { quantize_rtn(W, 8, 96, test::quant_format(8, 0, true, dtype::f32), "layer0.q"); }, "expected f16 or bf16");
   const std::vector<float> narrow(static_cast<std::size_t>(8 * 48), 0.5f);
-  refuses([&] { quantize_rtn(narrow, 8, 48, fmt(4, 0, true, dtype::f16), "layer0.q"); }, "not a multiple of 32");
+  refuses([&] { quantize_rtn(narrow, 8, 48, test::quant_format(4, 0, true, dtype::f16), "layer0.q"); }, "not a multiple of 32");
   std::vector<float> bad = W;
   bad[17] = std::nanf("");
-  refuses([&] { quantize_rtn(bad, 8, 96, fmt(8, 0, true, dtype::f16), "layer0.q"); }, "is not finite");
+  refuses([&] { quantize_rtn(bad, 8, 96, test::quant_format(8, 0, true, dtype::f16), "layer0.q"); }, "is not finite");
   std::vector<float> huge = W;
   huge[3] = 1e7f;
-  refuses([&] { quantize_rtn(huge, 8, 96, fmt(8, 0, true, dtype::f16), "layer0.q"); }, "past f16's range");
+  refuses([&] { quantize_rtn(huge, 8, 96, test::quant_format(8, 0, true, dtype::f16), "layer0.q"); }, "past f16's range");
 
-  packed_weight p = quantize_rtn(W, 8, 96, fmt(4, 32, false, dtype::f16), "layer0.q");
+  packed_weight p = quantize_rtn(W, 8, 96, test::quant_format(4, 32, false, dtype::f16), "layer0.q");
   std::vector<float> x(96, 1.0f), y(8);
   packed_weight shortp = p;
   shortp.codes.pop_back();
@@ -294,9 +287,9 @@ TEST_CASE("bad formats, bad packed weights and bad calibration are refused with 
   refuses([&] { dequantize(badzero); }, "zero point 16 is past the largest 4-bit code 15");
 
   hessian h(64);
-  refuses([&] { quantize_gptq(W.data(), 8, 96, h, fmt(4, 32, true, dtype::f16), {}, "layer0.q"); }, "a Hessian of width 64");
+  refuses([&] { quantize_gptq(W.data(), 8, 96, h, test::quant_format(4, 32, true, dtype::f16), {}, "layer0.q"); }, "a Hessian of width 64");
   hessian h96(96);
-  refuses([&] { quantize_gptq(W.data(), 8, 96, h96, fmt(4, 32, true, dtype::f16), {}, "layer0.q"); },
+  refuses([&] { quantize_gptq(W.data(), 8, 96, h96, test::quant_format(4, 32, true, dtype::f16), {}, "layer0.q"); },
           "no calibration inputs were added");
   std::vector<float> xs(96, 1.0f);
   xs[4] = std::numeric_limits<float>::infinity();
