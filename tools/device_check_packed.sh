@@ -14,6 +14,8 @@ summary=$out/summary.txt
 say() { echo "$*" | tee -a "$summary"; }
 say "lwcl device check (packed), $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 d=$(mktemp -d)
+work=
+trap 'rm -rf "$d" $work' EXIT
 tar -xJf "$archive" -C "$d" || { say "cannot unpack $archive"; exit 1; }
 lib_dir() { dirname "$(find /usr/local /opt /usr/lib -name "$1" 2>/dev/null | head -1)"; }
 export LD_LIBRARY_PATH=$d/lib:$(lib_dir 'libcublasLt.so.1*'):$(lib_dir 'libcudart.so.1*'):${LD_LIBRARY_PATH:-}
@@ -46,5 +48,4 @@ make_docs_data "$work/b" "$PWD" "$work"
 step train_teacher_cuda 45 bash -c "$d/train_teacher_cuda --data $work/data --out $work/run --device cuda --width 128 --layers 4 \
   --heads 4 --ffn 512 --seq 128 --batch 16 --steps 60 --eval-every 20 --quiet > $out/train_teacher_cuda.txt 2>&1"
 grep -E "val_loss|trained" "$out/train_teacher_cuda.txt" | tail -4 | tee -a "$summary"
-rm -rf "$work" "$d"
 say "done in $SECONDS s; files in $out/"
