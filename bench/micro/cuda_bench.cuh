@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "lwcl/backend/cuda/cuda.cuh"
+#include "lwcl/backend/cuda/events.cuh"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/tensor/tensor.hpp"
 
@@ -39,29 +40,12 @@ owned_tensor<backend::cuda> random_tensor(backend::cuda& be, shape s, std::uint6
   return t;
 }
 
-// Seconds between two events recorded on a stream around some work.
+// Seconds between two events recorded on a stream around some work (backend::cuda_events).
 class event_pair {
  public:
-  event_pair() {
-    LWCL_CUDA_CHECK(cudaEventCreate(&start_));
-    LWCL_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~event_pair() {
-    LWCL_CUDA_REPORT(cudaEventDestroy(start_));
-    LWCL_CUDA_REPORT(cudaEventDestroy(stop_));
-  }
-  event_pair(const event_pair&) = delete;
-  event_pair& operator=(const event_pair&) = delete;
-
   template <class Work>
   double seconds(cudaStream_t stream, Work&& work) {
-    LWCL_CUDA_CHECK(cudaEventRecord(start_, stream));
-    work();
-    LWCL_CUDA_CHECK(cudaEventRecord(stop_, stream));
-    LWCL_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    LWCL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return static_cast<double>(ms) * 1e-3;
+    return events_.per_call(stream, 1, work);
   }
   // Runs work() once untimed, then once per benchmark iteration between the events on the compute stream.
   template <class Work>
@@ -72,7 +56,7 @@ class event_pair {
   }
 
  private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  backend::cuda_events events_;
 };
 
 // Rate counters, printed as "GFLOP=<value>/s" and "GB=<value>/s".

@@ -166,6 +166,31 @@ inline double median_seconds(const std::function<void()>& f, double min_seconds,
   return t[t.size() / 2];
 }
 
+// What measure_linear needs of any key, on every backend: positive sizes and a working set of at most
+// 16 GiB (`who` names the caller).
+inline void check_key(const linear_key& k, const char* who) {
+  check(k.rows > 0 && k.cols > 0 && k.tokens > 0, who, ": ", k.str(), " (expected positive sizes)");
+  check(k.stream_bytes <= (std::size_t{16} << 30), who, ": ", k.str(), " (expected a working set of at most 16 GiB)");
+}
+
+// The weights (rows x cols) and inputs (tokens x cols) a key is timed on: uniform values from a stream
+// fixed by the shape, the same on every backend (speed does not depend on them).
+struct linear_data {
+  std::vector<float> W, x;
+};
+inline linear_data random_linear(const linear_key& k) {
+  const philox_stream s{0x1a7e, static_cast<std::uint64_t>(k.rows * 131 + k.cols)};
+  linear_data d{std::vector<float>(static_cast<std::size_t>(k.rows * k.cols)), std::vector<float>(static_cast<std::size_t>(k.tokens * k.cols))};
+  for (std::size_t i = 0; i < d.W.size(); ++i) d.W[i] = 0.05f * (s.uniform(i) - 0.5f);
+  for (std::size_t i = 0; i < d.x.size(); ++i) d.x[i] = s.uniform(d.W.size() + i) - 0.5f;
+  return d;
+}
+
+// How many copies of weights of `bytes` bytes span the key's working set (1 when hot).
+inline std::size_t copies(const linear_key& k, std::size_t bytes) {
+  return k.stream_bytes == 0 ? std::size_t{1} : std::max<std::size_t>(1, (k.stream_bytes + bytes - 1) / bytes);
+}
+
 }  // namespace latency_detail
 
 // Measures one linear on the host as a decoding step runs it: the f32 layer through ops::linear_forward
@@ -177,17 +202,12 @@ inline double median_seconds(const std::function<void()>& f, double min_seconds,
 // labels the key.
 inline double measure_linear(const linear_key& k, double min_seconds = 0.05) {
   check(k.act_bits == 32 || k.act_bits == 8, "measure_linear: ", k.act_bits, " activation bits (expected 32 or 8)");
-  check(k.rows > 0 && k.cols > 0 && k.tokens > 0, "measure_linear: ", k.str(), " (expected positive sizes)");
-  check(k.stream_bytes <= (std::size_t{16} << 30), "measure_linear: ", k.str(), " (expected a working set of at most 16 GiB)");
-  const philox_stream s{0x1a7e, static_cast<std::uint64_t>(k.rows * 131 + k.cols)};
-  std::vector<float> W(static_cast<std::size_t>(k.rows * k.cols)), x(static_cast<std::size_t>(k.tokens * k.cols)),
-      y(static_cast<std::size_t>(k.tokens * k.rows)), b(static_cast<std::size_t>(k.rows), 0.0f);
-  for (std::size_t i = 0; i < W.size(); ++i) W[i] = 0.05f * (s.uniform(i) - 0.5f);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = s.uniform(W.size() + i) - 0.5f;
-  // How many copies of weights of `bytes` bytes span the working set.
-  const auto copies = [&](std::size_t bytes) {
-    return k.stream_bytes == 0 ? std::size_t{1} : std::max<std::size_t>(1, (k.stream_bytes + bytes - 1) / bytes);
-  };
+  latency_detail::check_key(k, "measure_linear");
+  latency_detail::linear_data data = latency_detail::random_linear(k);
+  const std::vector<float>& W = data.W;
+  std::vector<float>& x = data.x;
+  std::vector<float> y(static_cast<std::size_t>(k.tokens * k.rows)), b(static_cast<std::size_t>(k.rows), 0.0f);
+  const auto copies = [&](std::size_t bytes) { return latency_detail::copies(k, bytes); };
   std::size_t turn = 0;
   if (k.weight_bits == 32) {
     backend::cpu be;

@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "lwcl/backend/cuda/cuda.cuh"
-#include "lwcl/backend/cuda/error.cuh"
+#include "lwcl/backend/cuda/events.cuh"
 #include "lwcl/backend/cuda/quant/matmul.cuh"
 #include "lwcl/core/error.hpp"
-#include "lwcl/core/rng.hpp"
 #include "lwcl/quant/latency.hpp"
 #include "lwcl/quant/rtn.hpp"
 #include "lwcl/tensor/tensor.hpp"
@@ -26,40 +25,11 @@ namespace lwcl::quant {
 
 namespace cuda_latency_detail {
 
-class events {
- public:
-  events() {
-    LWCL_CUDA_CHECK(cudaEventCreate(&start_));
-    LWCL_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~events() {
-    LWCL_CUDA_REPORT(cudaEventDestroy(start_));
-    LWCL_CUDA_REPORT(cudaEventDestroy(stop_));
-  }
-  events(const events&) = delete;
-  events& operator=(const events&) = delete;
-
-  // Seconds per call of `calls` calls of f() queued back to back on the stream.
-  template <class F>
-  double per_call(cudaStream_t stream, long calls, F&& f) {
-    LWCL_CUDA_CHECK(cudaEventRecord(start_, stream));
-    for (long i = 0; i < calls; ++i) f();
-    LWCL_CUDA_CHECK(cudaEventRecord(stop_, stream));
-    LWCL_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    LWCL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return 1e-3 * static_cast<double>(ms) / static_cast<double>(calls);
-  }
-
- private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
-
 // The median of 5 timings, each of enough calls to last about min_seconds / 5.
 template <class F>
 double median_seconds(backend::cuda& gpu, F&& f, double min_seconds) {
   backend::cuda_detail::scoped_device on(gpu.device());  // the events belong to the backend's device
-  events ev;
+  backend::cuda_events ev;
   f();
   gpu.synchronize();
   long calls = 1;
@@ -78,15 +48,11 @@ double median_seconds(backend::cuda& gpu, F&& f, double min_seconds) {
 // CUDA.
 inline double measure_linear(backend::cuda& gpu, const linear_key& k, double min_seconds = 0.05) {
   check(k.act_bits == 32, "measure_linear (cuda): ", k.str(), ": 8-bit activations have no CUDA kernel (expected act_bits 32)");
-  check(k.rows > 0 && k.cols > 0 && k.tokens > 0, "measure_linear (cuda): ", k.str(), " (expected positive sizes)");
-  check(k.stream_bytes <= (std::size_t{16} << 30), "measure_linear (cuda): ", k.str(), " (expected a working set of at most 16 GiB)");
-  const philox_stream s{0x1a7e, static_cast<std::uint64_t>(k.rows * 131 + k.cols)};
-  std::vector<float> W(static_cast<std::size_t>(k.rows * k.cols)), x(static_cast<std::size_t>(k.tokens * k.cols));
-  for (std::size_t i = 0; i < W.size(); ++i) W[i] = 0.05f * (s.uniform(i) - 0.5f);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = s.uniform(W.size() + i) - 0.5f;
-  const auto copies = [&](std::size_t bytes) {
-    return k.stream_bytes == 0 ? std::size_t{1} : std::max<std::size_t>(1, (k.stream_bytes + bytes - 1) / bytes);
-  };
+  latency_detail::check_key(k, "measure_linear (cuda)");
+  const latency_detail::linear_data data = latency_detail::random_linear(k);
+  const std::vector<float>& W = data.W;
+  const std::vector<float>& x = data.x;
+  const auto copies = [&](std::size_t bytes) { return latency_detail::copies(k, bytes); };
   owned_tensor<backend::cuda> xd(gpu, dtype::f32, shape{k.tokens, k.cols}), yd(gpu, dtype::f32, shape{k.tokens, k.rows});
   gpu.from_host(xd.view().data, x.data(), x.size() * sizeof(float));
   std::size_t turn = 0;

@@ -253,21 +253,6 @@ inline void check_device_pointer(const backend::cuda& gpu, const void* ptr, cons
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
-}  // namespace cuda_qmm
-
-// The f32 (rows x cols) matrix w stands for, written to `out` on the device (rows * cols floats), as
-// quant::dequantize forms it on the host.
-inline void dequantize(backend::cuda& gpu, const device_packed_weight& w, float* out) {
-  cuda_qmm::check_device_pointer(gpu, out, "the output", false);
-  backend::cuda_detail::scoped_device on(gpu.device());
-  const cuda_qmm::params p = cuda_qmm::make_params(w, nullptr, 1, nullptr, nullptr);
-  const index_t n = w.rows() * w.cols();
-  cuda_qmm::dequantize_kernel<<<cuda_qmm::grid_for(n, gpu), 256, 0, gpu.stream()>>>(p, 0, n, out);
-  LWCL_CUDA_CHECK_LAUNCH("quant::dequantize_kernel launch");
-}
-
-namespace cuda_qmm {
-
 // The arguments dequant_matmul checks before it queues anything.
 inline void check_arguments(const backend::cuda& gpu, const float* x, index_t M, const float* bias, const float* y) {
   check(M > 0, "quant::dequant_matmul (cuda): ", M, " input rows (expected at least 1)");
@@ -281,15 +266,15 @@ inline void queue_matmul(backend::cuda& gpu, const device_packed_weight& w, cons
                          float* y, std::size_t slab_bytes) {
   backend::cuda_detail::scoped_device on(gpu.device());
   const index_t rows = w.rows(), cols = w.cols();
-  if (M <= cuda_qmm::max_rows_per_warp) {
-    const cuda_qmm::params p = cuda_qmm::make_params(w, x, M, bias, y);
-    const unsigned threads = 32 * cuda_qmm::warps_per_block;
-    const bool vector = cols % (w.format().bits == 4 ? 32 : 16) == 0 && cuda_qmm::aligned16(x) && cuda_qmm::aligned16(w.codes());
-    const index_t per_block = cuda_qmm::warps_per_block * (vector ? cuda_qmm::rows_per_warp : 1);
+  const params p = make_params(w, x, M, bias, y);
+  if (M <= max_rows_per_warp) {
+    const unsigned threads = 32 * warps_per_block;
+    const bool vector = cols % (w.format().bits == 4 ? 32 : 16) == 0 && aligned16(x) && aligned16(w.codes());
+    const index_t per_block = warps_per_block * (vector ? rows_per_warp : 1);
     const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
-    if (vector && w.format().bits == 4) cuda_qmm::qmv_vector_kernel<4><<<blocks, threads, 0, gpu.stream()>>>(p);
-    else if (vector) cuda_qmm::qmv_vector_kernel<8><<<blocks, threads, 0, gpu.stream()>>>(p);
-    else cuda_qmm::qmv_scalar_kernel<<<blocks, threads, 0, gpu.stream()>>>(p);
+    if (vector && w.format().bits == 4) qmv_vector_kernel<4><<<blocks, threads, 0, gpu.stream()>>>(p);
+    else if (vector) qmv_vector_kernel<8><<<blocks, threads, 0, gpu.stream()>>>(p);
+    else qmv_scalar_kernel<<<blocks, threads, 0, gpu.stream()>>>(p);
     LWCL_CUDA_CHECK_LAUNCH("quant::qmv kernel launch");
     return;
   }
@@ -298,21 +283,31 @@ inline void queue_matmul(backend::cuda& gpu, const device_packed_weight& w, cons
   slab = slab < 1 ? 1 : (slab > rows ? rows : slab);
   buffer<backend::cuda> ws(gpu, static_cast<std::size_t>(slab) * row_f32);
   float* wf = static_cast<float*>(ws.data());
-  const cuda_qmm::params p = cuda_qmm::make_params(w, x, M, bias, y);
   for (index_t r0 = 0; r0 < rows; r0 += slab) {
     const index_t n_r = rows - r0 < slab ? rows - r0 : slab;
-    cuda_qmm::dequantize_kernel<<<cuda_qmm::grid_for(n_r * cols, gpu), 256, 0, gpu.stream()>>>(p, r0, n_r * cols, wf);
+    dequantize_kernel<<<grid_for(n_r * cols, gpu), 256, 0, gpu.stream()>>>(p, r0, n_r * cols, wf);
     LWCL_CUDA_CHECK_LAUNCH("quant::dequantize_kernel launch");
     // y[:, r0 : r0 + n_r] = x W[r0 : r0 + n_r]^T, the slab's columns of the row-major y (ldc = rows).
     gpu.gemm<float>(false, true, M, n_r, cols, 1.0f, x, cols, wf, cols, 0.0f, y + r0, rows);
   }
   if (bias) {
-    cuda_qmm::add_bias_kernel<<<cuda_qmm::grid_for(M * rows, gpu), 256, 0, gpu.stream()>>>(y, bias, M, rows);
+    add_bias_kernel<<<grid_for(M * rows, gpu), 256, 0, gpu.stream()>>>(y, bias, M, rows);
     LWCL_CUDA_CHECK_LAUNCH("quant::add_bias_kernel launch");
   }
 }
 
 }  // namespace cuda_qmm
+
+// The f32 (rows x cols) matrix w stands for, written to `out` on the device (rows * cols floats), as
+// quant::dequantize forms it on the host.
+inline void dequantize(backend::cuda& gpu, const device_packed_weight& w, float* out) {
+  cuda_qmm::check_device_pointer(gpu, out, "the output", false);
+  backend::cuda_detail::scoped_device on(gpu.device());
+  const cuda_qmm::params p = cuda_qmm::make_params(w, nullptr, 1, nullptr, nullptr);
+  const index_t n = w.rows() * w.cols();
+  cuda_qmm::dequantize_kernel<<<cuda_qmm::grid_for(n, gpu), 256, 0, gpu.stream()>>>(p, 0, n, out);
+  LWCL_CUDA_CHECK_LAUNCH("quant::dequantize_kernel launch");
+}
 
 // y (M x rows) = x (M x cols) W^T + bias (rows, or null), every array on gpu's device. Up to
 // cuda_qmm::max_rows_per_warp input rows read the packed codes directly; more go through f32 slabs of
