@@ -1,9 +1,11 @@
-// The feature cache's lossless codecs on real boundary features: exponent_codec against zstd level 1,
-// f32 and bf16, encode and decode timed apart. The features are h_0 .. h_L of the trained tiny GPT-2
-// teacher on a few (8, 128) batches of the prepared corpus, one record per batch as the cache stores
-// them. h_0 (the embeddings) and h_L are timed, since their value scales differ; every boundary's
-// ratios are printed after the timings, then each case's ratio and speed and the exponent codec's
-// figures relative to zstd's.
+// The lossless codecs on real boundary features: gauss_codec (closed-form tables, tables picked by
+// the rms or searched) and exponent_codec against zstd level 1, f32 and bf16, encode and decode timed
+// apart, on one thread and on two (the records shared out, and for gauss also its blocks). The
+// features are h_0 .. h_L of a trained GPT-2 teacher on a few (8, 128) batches of the prepared corpus,
+// one record per batch as the cache stores them. h_0 (the embeddings) and h_L are timed, since their
+// value scales differ; every boundary's ratios and the order-0 entropy bound of its exponents are
+// printed after the timings, then each case's ratio and speed and each codec's figures relative to
+// zstd-1's on as many threads.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/loader.hpp"
 #include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/gauss_codec.hpp"
 #include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_outputs.hpp"
@@ -186,7 +189,7 @@ enum class direction { encode, decode };
 // one put (or read) per record. Output buffers are reused across iterations.
 template <class Codec>
 void codec_case(benchmark::State& state, const Codec codec, const std::string codec_name, direction dir, dtype t,
-                index_t boundary) {
+                index_t boundary, int record_threads) {
   const auto& records = features().of(t, boundary);
   const std::size_t raw = total_bytes(records);
   std::vector<std::vector<std::byte>> enc;
@@ -199,16 +202,24 @@ void codec_case(benchmark::State& state, const Codec codec, const std::string co
       return;
     }
     const double ratio = static_cast<double>(raw) / static_cast<double>(total_bytes(enc));
+    const auto n_records = static_cast<std::ptrdiff_t>(records.size());
+    auto one = [&](std::ptrdiff_t k) {
+      const auto i = static_cast<std::size_t>(k);
+      if (dir == direction::encode) {
+        codec.encode(t, records[i], enc[i]);
+        benchmark::DoNotOptimize(enc[i].data());
+      } else {
+        codec.decode(t, enc[i], dec[i]);
+        benchmark::DoNotOptimize(dec[i].data());
+      }
+    };
     timer clock;
     for (auto _ : state) {
-      for (std::size_t k = 0; k < records.size(); ++k) {
-        if (dir == direction::encode) {
-          codec.encode(t, records[k], enc[k]);
-          benchmark::DoNotOptimize(enc[k].data());
-        } else {
-          codec.decode(t, enc[k], dec[k]);
-          benchmark::DoNotOptimize(dec[k].data());
-        }
+      if (record_threads > 1) {
+#pragma omp parallel for num_threads(record_threads) schedule(static)
+        for (std::ptrdiff_t k = 0; k < n_records; ++k) one(k);
+      } else {
+        for (std::ptrdiff_t k = 0; k < n_records; ++k) one(k);
       }
       benchmark::ClobberMemory();
     }
@@ -232,14 +243,35 @@ std::string cell(double v) {
   return buf;
 }
 
-// Per boundary: value scale, the entropy of the f32 exponent byte, and both codecs' ratios (one
-// encoding each, untimed), so the timed boundaries can be placed among the others.
-void print_boundary_profile(const codec::exponent_codec& ex, const codec::zstd_codec& zs) {
+// n (H + plane bits) / 8 over the records: the size of an ideal order-0 coder of the exponent byte
+// with the sign and mantissa bits stored raw, the bound exponent coders are measured against.
+double entropy_bound(dtype t, const std::vector<std::vector<std::byte>>& records) {
+  std::array<double, 256> count{};
+  double n = 0;
+  const std::size_t width = t == dtype::f32 ? 4 : 2;
+  for (const auto& rec : records)
+    for (std::size_t i = 0; i < rec.size() / width; ++i) {
+      std::uint32_t u = 0;
+      std::memcpy(&u, rec.data() + i * width, width);
+      ++count[t == dtype::f32 ? (u >> 23) & 0xffu : (u >> 7) & 0xffu];
+      ++n;
+    }
+  double h = 0;
+  for (double c : count)
+    if (c > 0) h -= c / n * std::log2(c / n);
+  return n * (h + (t == dtype::f32 ? 24 : 8)) / 8;
+}
+
+// Per boundary: value scale, the entropy of the exponent byte, and each codec's ratio (one encoding
+// each, untimed) beside the entropy bound's, so the timed boundaries can be placed among the others.
+void print_boundary_profile(const codec::exponent_codec& ex, const codec::zstd_codec& zs, const codec::gauss_codec& ga,
+                            const codec::gauss_codec& gs) {
   const auto& f = features();
-  std::printf("\nboundaries (%d batches of (%lld, %lld, %lld), one record each):\n", n_batches,
-              static_cast<long long>(batch_rows), static_cast<long long>(seq_len), static_cast<long long>(f.width));
-  std::printf("%-8s %8s %9s %10s %12s %10s %13s %11s\n", "boundary", "rms", "max|x|", "exp bits", "exponent f32",
-              "zstd-1 f32", "exponent bf16", "zstd-1 bf16");
+  std::printf("\nboundaries (%d batches of (%lld, %lld, %lld), one record each); ratios, bound = order-0 entropy bound:\n",
+              n_batches, static_cast<long long>(batch_rows), static_cast<long long>(seq_len),
+              static_cast<long long>(f.width));
+  std::printf("%-8s %8s %9s %8s | %-6s %7s %7s %7s %8s %7s\n", "boundary", "rms", "max|x|", "exp bits", "dtype",
+              "bound", "gauss", "search", "exponent", "zstd-1");
   for (index_t b = 0; b <= f.layers; ++b) {
     std::array<double, 256> count{};
     double sq = 0, top = 0, n = 0;
@@ -263,9 +295,15 @@ void print_boundary_profile(const codec::exponent_codec& ex, const codec::zstd_c
       if (!round_trip(codec, t, f.of(t, b), enc)) return std::string("fail");
       return cell(static_cast<double>(total_bytes(f.of(t, b))) / static_cast<double>(total_bytes(enc)));
     };
-    std::printf("h%-7lld %8.4f %9.3f %10.2f %12s %10s %13s %11s\n", static_cast<long long>(b), std::sqrt(sq / n), top,
-                entropy, ratio(ex, dtype::f32).c_str(), ratio(zs, dtype::f32).c_str(), ratio(ex, dtype::bf16).c_str(),
-                ratio(zs, dtype::bf16).c_str());
+    for (dtype t : {dtype::f32, dtype::bf16}) {
+      const double bound = static_cast<double>(total_bytes(f.of(t, b))) / entropy_bound(t, f.of(t, b));
+      if (t == dtype::f32)
+        std::printf("h%-7lld %8.4f %9.3f %8.2f | ", static_cast<long long>(b), std::sqrt(sq / n), top, entropy);
+      else
+        std::printf("%-8s %8s %9s %8s | ", "", "", "", "");
+      std::printf("%-6s %7s %7s %7s %8s %7s\n", dtype_name(t).data(), cell(bound).c_str(), ratio(ga, t).c_str(),
+                  ratio(gs, t).c_str(), ratio(ex, t).c_str(), ratio(zs, t).c_str());
+    }
   }
 }
 
@@ -290,28 +328,48 @@ double median(const run_rates& runs) {
   return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
+// The codecs timed, by name, and the threads each case runs on.
+const std::vector<std::string> codec_names = {"gauss", "gauss-search", "exponent", "zstd-1"};
+const std::vector<int> thread_counts = {1, 2};
+
+std::string case_name(const std::string& codec, int threads) {
+  return codec + (threads > 1 ? "/" + std::to_string(threads) + "t" : "");
+}
+
 void print_summary() {
   const auto& r = results();
-  std::printf("\n%-16s %-5s %-8s %7s %12s %12s %5s\n", "codec", "dtype", "boundary", "ratio", "encode GB/s",
+  std::printf("\n%-22s %-5s %-8s %7s %7s %12s %12s %5s\n", "codec", "dtype", "boundary", "ratio", "/bound", "encode GB/s",
               "decode GB/s", "runs");
+  auto rel = [](double x, double y) { return x > 0 && y > 0 ? x / y : 0.0; };
   for (dtype t : {dtype::f32, dtype::bf16})
     for (index_t b : {shallow_boundary, features().layers}) {
-      const auto ex = r.find({"exponent", t, b}), zs = r.find({"zstd-1", t, b});
-      for (const auto& it : {ex, zs})
-        if (it != r.end())
-          std::printf("%-16s %-5s h%-7lld %7s %12s %12s %5zu\n", it->first.codec.c_str(), dtype_name(t).data(),
-                      static_cast<long long>(b), cell(it->second.ratio).c_str(),
+      const double bound =
+          static_cast<double>(total_bytes(features().of(t, b))) / entropy_bound(t, features().of(t, b));
+      for (int threads : thread_counts) {
+        const auto zs = r.find({case_name("zstd-1", threads), t, b});
+        for (const auto& codec : codec_names) {
+          const auto it = r.find({case_name(codec, threads), t, b});
+          if (it == r.end()) continue;
+          std::printf("%-22s %-5s h%-7lld %7s %7s %12s %12s %5zu\n", it->first.codec.c_str(), dtype_name(t).data(),
+                      static_cast<long long>(b), cell(it->second.ratio).c_str(), cell(it->second.ratio / bound).c_str(),
                       cell(median(it->second.encode) / 1e9).c_str(), cell(median(it->second.decode) / 1e9).c_str(),
                       std::max(reported(it->second.encode).size(), reported(it->second.decode).size()));
-      if (ex == r.end() || zs == r.end()) continue;
-      auto rel = [](double x, double y) { return x > 0 && y > 0 ? x / y : 0.0; };
-      std::printf("%-16s %-5s h%-7lld %7s %12s %12s\n", "exponent/zstd-1", dtype_name(t).data(),
-                  static_cast<long long>(b), cell(rel(ex->second.ratio, zs->second.ratio)).c_str(),
-                  cell(rel(median(ex->second.encode), median(zs->second.encode))).c_str(),
-                  cell(rel(median(ex->second.decode), median(zs->second.decode))).c_str());
+        }
+        if (zs == r.end()) continue;
+        for (const auto& codec : codec_names) {
+          const auto it = r.find({case_name(codec, threads), t, b});
+          if (codec == "zstd-1" || it == r.end()) continue;
+          std::printf("%-22s %-5s h%-7lld %7s %7s %12s %12s\n", (case_name(codec, threads) + " / zstd-1").c_str(),
+                      dtype_name(t).data(), static_cast<long long>(b), cell(rel(it->second.ratio, zs->second.ratio)).c_str(),
+                      "", cell(rel(median(it->second.encode), median(zs->second.encode))).c_str(),
+                      cell(rel(median(it->second.decode), median(zs->second.decode))).c_str());
+        }
+      }
     }
-  std::printf("GB = 10^9 raw bytes, the median of the runs; exponent/zstd-1 rows: the exponent codec's ratio and\n"
-              "rates divided by zstd-1's; - where a case was not run\n");
+  std::printf("GB = 10^9 raw bytes, the median of the runs; /bound: the ratio over the order-0 entropy bound's\n"
+              "(1 = the bound); <codec> / zstd-1 rows: its ratio and rates divided by zstd-1's on as many threads;\n"
+              "/2t: two threads, gauss sharing out each record's blocks, the others the records; - where a case was\n"
+              "not run\n");
 }
 
 }  // namespace
@@ -326,7 +384,9 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
 
   const codec::exponent_codec exponent;
-  codec::zstd_codec zstd1(1);
+  const codec::zstd_codec zstd1(1);
+  const codec::gauss_codec gauss1(1), gauss2(2), search1(1, codec::gauss::fit::search),
+      search2(2, codec::gauss::fit::search);
   try {
     load_features(p);
   } catch (const lwcl::error& e) {
@@ -337,26 +397,31 @@ int main(int argc, char** argv) {
 
   for (dtype t : {dtype::f32, dtype::bf16})
     for (index_t b : {shallow_boundary, f.layers})
-      for (direction dir : {direction::encode, direction::decode}) {
-        const std::string suffix = std::string(dir == direction::encode ? "encode" : "decode") + "/" +
-                                   std::string(dtype_name(t)) + "/h" + std::to_string(b);
-        benchmark::RegisterBenchmark(("exponent/" + suffix).c_str(),
-                                     [=](benchmark::State& s) { codec_case(s, exponent, "exponent", dir, t, b); })
-            ->Unit(benchmark::kMicrosecond)
-            ->UseRealTime();
-        benchmark::RegisterBenchmark(("zstd-1/" + suffix).c_str(),
-                                     [=](benchmark::State& s) { codec_case(s, zstd1, "zstd-1", dir, t, b); })
-            ->Unit(benchmark::kMicrosecond)
-            ->UseRealTime();
-      }
+      for (direction dir : {direction::encode, direction::decode})
+        for (int threads : thread_counts) {
+          const std::string suffix = std::string(dir == direction::encode ? "encode" : "decode") + "/" +
+                                     std::string(dtype_name(t)) + "/h" + std::to_string(b);
+          auto add = [&](const std::string& codec, auto c, int record_threads) {
+            const std::string name = case_name(codec, threads);
+            benchmark::RegisterBenchmark((name + "/" + suffix).c_str(),
+                                         [=](benchmark::State& s) { codec_case(s, c, name, dir, t, b, record_threads); })
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+          };
+          // gauss on two threads shares each record's blocks out; the others share out the records.
+          add("gauss", threads > 1 ? gauss2 : gauss1, 1);
+          add("gauss-search", threads > 1 ? search2 : search1, 1);
+          add("exponent", exponent, threads);
+          add("zstd-1", zstd1, threads);
+        }
 
   const std::string shape = std::to_string(f.layers) + " layers, C=" + std::to_string(f.width);
   benchmark::AddCustomContext("model", p.model + " (" + shape + ")");
   benchmark::AddCustomContext("features", std::to_string(n_batches) + " batches of (8, 128, C) from " + p.data +
-                                              "/train.bin; one cache record per batch, one thread");
+                                              "/train.bin; one cache record per batch; one thread, or two (/2t)");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  print_boundary_profile(exponent, zstd1);
+  print_boundary_profile(exponent, zstd1, gauss1, search1);
   print_summary();
   return 0;
 }

@@ -15,6 +15,8 @@
 #include "lwcl/codec/concept.hpp"
 #include "lwcl/codec/encoding.hpp"
 #include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/gauss_codec.hpp"
+#include "lwcl/codec/gauss_tables.hpp"
 #include "lwcl/codec/huffman.hpp"
 #include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/core/checkpoint_dir.hpp"

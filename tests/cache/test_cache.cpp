@@ -31,6 +31,7 @@
 #include "lwcl/cache/compressed_store.hpp"
 #include "lwcl/cache/disk_store.hpp"
 #include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/gauss_codec.hpp"
 #include "lwcl/cache/feature_cache.hpp"
 #include "lwcl/cache/host_store.hpp"
 #include "lwcl/codec/huffman.hpp"
@@ -47,6 +48,7 @@ using host_zstd = compressed_store<host_store<>, zstd_codec>;
 using host_exponent = compressed_store<host_store<>, exponent_codec>;
 using disk_zstd = compressed_store<disk_store, zstd_codec>;
 using disk_exponent = compressed_store<disk_store, exponent_codec>;
+using disk_gauss = compressed_store<disk_store, gauss_codec>;
 
 // A wrong policy in a slot does not pass for a store or a codec.
 static_assert(!feature_store<int>);
@@ -136,6 +138,8 @@ std::unique_ptr<feature_cache<S>> make_cache(const fs::path& dir) {
     return std::make_unique<feature_cache<S>>(zstd_codec(3), dir);
   } else if constexpr (std::is_same_v<S, disk_exponent>) {
     return std::make_unique<feature_cache<S>>(exponent_codec{}, dir);
+  } else if constexpr (std::is_same_v<S, disk_gauss>) {
+    return std::make_unique<feature_cache<S>>(gauss_codec(2), dir);
   } else {
     return std::make_unique<feature_cache<S>>();
   }
@@ -191,7 +195,7 @@ std::string slurp(const fs::path& p) {
 }  // namespace
 
 TEST_CASE_TEMPLATE("every store returns f32 and bf16 features bit for bit, edge values included", S, host_store<>,
-                   disk_store, host_zstd, host_exponent, disk_zstd, disk_exponent) {
+                   disk_store, host_zstd, host_exponent, disk_zstd, disk_exponent, disk_gauss) {
   temp_dir dir("roundtrip");
   auto cache = make_cache<S>(dir.path);
   const shape s{4, 16, 64};

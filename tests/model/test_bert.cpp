@@ -24,6 +24,7 @@
 #include "lwcl/model/encoder.hpp"
 #include "lwcl/model/tokenizer/wordpiece.hpp"
 #include "support/check.hpp"
+#include "support/minilm.hpp"
 #include "support/fixture.hpp"
 
 using namespace lwcl;
@@ -309,20 +310,8 @@ TEST_CASE("bad bert checkpoints and inputs raise lwcl::error naming the problem"
   }
 }
 
-namespace {
-
-// Where tools/install_deps.sh --minilm puts the model: ${LWCL_MODELS:-$HOME/.cache/lwcl/models}.
-std::string minilm_dir() {
-  const char* models = std::getenv("LWCL_MODELS");
-  const char* home = std::getenv("HOME");
-  const fs::path root = models && *models ? fs::path(models) : fs::path(home ? home : "") / ".cache" / "lwcl" / "models";
-  return (root / "all-MiniLM-L6-v2").string();
-}
-
-}  // namespace
-
 TEST_CASE("the pretrained bert all-MiniLM-L6-v2 with lwcl's WordPiece gives sentence-transformers' ids and embeddings") {
-  const auto dir = minilm_dir();
+  const auto dir = test::minilm_dir();
   for (const char* file : {"config.json", "vocab.txt", "model.safetensors", "sentence_bert_config.json"})
     REQUIRE_MESSAGE(fs::exists(fs::path(dir) / file), "the pretrained all-MiniLM-L6-v2 is not installed ('"
                                                           << (fs::path(dir) / file).string()

@@ -134,8 +134,8 @@ inline record_header decode_header(const std::byte* h, std::uint64_t file_bytes,
         int(dtype::f32), "), bf16 (", int(dtype::bf16), ") or f64 (", int(dtype::f64), ")");
   r.meta.type = static_cast<dtype>(type);
   const auto enc = load_le<std::uint8_t>(h, L::enc);
-  check(enc <= static_cast<std::uint8_t>(encoding::exponent), where(), " has encoding code ", int(enc),
-        ", expected 0 (raw), 1 (zstd) or 2 (exponent)");
+  check(enc <= static_cast<std::uint8_t>(encoding::gauss), where(), " has encoding code ", int(enc),
+        ", expected 0 (raw), 1 (zstd), 2 (exponent) or 3 (gauss)");
   r.meta.enc = static_cast<encoding>(enc);
   const auto rank = load_le<std::uint8_t>(h, L::rank);
   check(rank >= 1 && rank <= shape::max_rank, where(), " has rank ", int(rank), ", expected 1 to ", shape::max_rank);

@@ -73,7 +73,7 @@ inline void check_record(std::string_view who, const feature_key& k, const recor
         ", expected teacher (0) or student (1)");
   check(is_feature_dtype(m.type), who, ": feature ", k.str(), " has dtype ", dtype_name(m.type), ", expected f32, bf16 or f64");
   check(m.shape.rank() >= 1, who, ": feature ", k.str(), " has an empty shape, expected (B, T, C)");
-  check(m.enc == encoding::raw || m.enc == encoding::zstd || m.enc == encoding::exponent, who, ": feature ", k.str(),
+  check(m.enc == encoding::raw || m.enc == encoding::zstd || m.enc == encoding::exponent || m.enc == encoding::gauss, who, ": feature ", k.str(),
         " has unknown encoding ", static_cast<int>(m.enc));
   check(m.stored_bytes == payload_bytes, who, ": feature ", k.str(), " declares ", m.stored_bytes,
         " stored bytes but the payload holds ", payload_bytes);

@@ -7,13 +7,14 @@
 
 namespace lwcl::codec {
 
-enum class encoding : std::uint8_t { raw = 0, zstd = 1, exponent = 2 };
+enum class encoding : std::uint8_t { raw = 0, zstd = 1, exponent = 2, gauss = 3 };
 
 inline constexpr std::string_view encoding_name(encoding e) {
   switch (e) {
     case encoding::raw: return "raw";
     case encoding::zstd: return "zstd";
     case encoding::exponent: return "exponent";
+    case encoding::gauss: return "gauss";
   }
   return "?";
 }

@@ -1,7 +1,9 @@
 #pragma once
 // compressed<Tier, Codec>: a host or disk cache whose records pass through a lossless codec:
-// codec::exponent_codec (entropy-coded exponents of f32/bf16 features, mantissas verbatim) or
-// codec::zstd_codec (the general codec; its level is the codec member's). Bit-exact on every input.
+// codec::exponent_codec (entropy-coded exponents of f32/bf16 features, mantissas verbatim),
+// codec::gauss_codec (the same without a histogram: closed-form tables picked per block, decoded
+// several exponents per lookup) or codec::zstd_codec (the general codec; its level is the codec
+// member's). Bit-exact on every input.
 
 #include <filesystem>
 #include <memory>
@@ -11,6 +13,7 @@
 
 #include "lwcl/cache/compressed_store.hpp"
 #include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/gauss_codec.hpp"
 #include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/cache/feature_cache.hpp"
 #include "lwcl/policies/cache/disk.hpp"
@@ -45,5 +48,6 @@ struct compressed {
 };
 static_assert(cache_policy<compressed<>>);
 static_assert(cache_policy<compressed<disk, codec::exponent_codec>>);
+static_assert(cache_policy<compressed<disk, codec::gauss_codec>>);
 
 }  // namespace lwcl::policies::cache
