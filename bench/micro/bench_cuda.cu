@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda_bench.cuh"
+#include "lwcl/backend/cuda/gauss_codec.cuh"
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/backend/cuda/flash_attention.cuh"
@@ -419,6 +420,39 @@ BENCHMARK_TEMPLATE(cuda_flash_attention_backward, flash_backward_path::tiled)->A
 BENCHMARK_TEMPLATE(cuda_flash_attention_backward, flash_backward_path::row_functors)->Apply(attention_shapes);
 BENCHMARK(cuda_materialised_attention_backward)->Apply(attention_shapes);
 BENCHMARK(cuda_dequant_matmul)->Apply(dequant_shapes);
+
+// gauss_codec on the device (backend/cuda/gauss_codec.cuh): encode (0) or decode (1) of n bf16
+// values from N(0, 1); GB = raw bytes per second, and the payload's ratio. Each call ends with a copy
+// to the host (encode learns its size, decode its error flag), which the time includes.
+void cuda_gauss_codec_bench(benchmark::State& state) {
+  backend::cuda* be = gpu();
+  if (!be) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const bool decode = state.range(0) == 1;
+  const auto n = static_cast<std::size_t>(state.range(1));
+  auto x = random_tensor<bf16>(*be, {static_cast<index_t>(n)}, 3);
+  const codec::cuda_gauss_codec coder(*be);
+  buffer<backend::cuda> enc;
+  const std::size_t size = coder.encode(dtype::bf16, x.template ptr<bf16>(), n, enc);
+  owned_tensor<backend::cuda> back(*be, dtype::bf16, {static_cast<index_t>(n)});
+  buffer<backend::cuda> scratch;
+  event_pair ev;
+  ev.time(state, *be, [&] {
+    if (decode)
+      coder.decode(dtype::bf16, enc.data(), size, back.template ptr<bf16>(), n);
+    else
+      coder.encode(dtype::bf16, x.template ptr<bf16>(), n, scratch);
+  });
+  report_bytes(state, 2.0 * static_cast<double>(n));
+  state.counters["ratio"] = 2.0 * static_cast<double>(n) / static_cast<double>(size);
+}
+BENCHMARK(cuda_gauss_codec_bench)
+    ->ArgNames({"decode", "n"})
+    ->ArgsProduct({{0, 1}, {1 << 20, 1 << 24}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -19,6 +19,7 @@
 
 #include "lwcl/codec/concept.hpp"
 #include "lwcl/codec/gauss_tables.hpp"
+#include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
 
 namespace lwcl::codec {
@@ -44,30 +45,30 @@ struct bf16_format {
   static constexpr std::uint8_t kind = 1;
   static constexpr int exponent_bits = 8, bias = 127;
   static constexpr std::string_view name = "bf16";
-  static std::uint32_t exponent(bits_t b) { return (b >> 7) & 0xffu; }
-  static std::uint32_t mantissa7(bits_t b) { return b & 0x7fu; }
-  static std::size_t plane_bytes(std::size_t n) { return n; }
+  LWCL_HD static std::uint32_t exponent(bits_t b) { return (b >> 7) & 0xffu; }
+  LWCL_HD static std::uint32_t mantissa7(bits_t b) { return b & 0x7fu; }
+  LWCL_HD static std::size_t plane_bytes(std::size_t n) { return n; }
 };
 struct f32_format {
   using bits_t = std::uint32_t;
   static constexpr std::uint8_t kind = 3;
   static constexpr int exponent_bits = 8, bias = 127;
   static constexpr std::string_view name = "f32";
-  static std::uint32_t exponent(bits_t b) { return (b >> 23) & 0xffu; }
-  static std::uint32_t mantissa7(bits_t b) { return (b >> 16) & 0x7fu; }
-  static std::size_t plane_bytes(std::size_t n) { return 3 * n; }
+  LWCL_HD static std::uint32_t exponent(bits_t b) { return (b >> 23) & 0xffu; }
+  LWCL_HD static std::uint32_t mantissa7(bits_t b) { return (b >> 16) & 0x7fu; }
+  LWCL_HD static std::size_t plane_bytes(std::size_t n) { return 3 * n; }
 };
 struct f16_format {
   using bits_t = std::uint16_t;
   static constexpr std::uint8_t kind = 2;
   static constexpr int exponent_bits = 5, bias = 15;
   static constexpr std::string_view name = "f16";
-  static std::uint32_t exponent(bits_t b) { return (b >> 10) & 0x1fu; }
-  static std::uint32_t mantissa7(bits_t b) { return (b >> 3) & 0x7fu; }
-  static std::size_t plane_bytes(std::size_t n) { return n + (n + 7) / 8 * 3; }
+  LWCL_HD static std::uint32_t exponent(bits_t b) { return (b >> 10) & 0x1fu; }
+  LWCL_HD static std::uint32_t mantissa7(bits_t b) { return (b >> 3) & 0x7fu; }
+  LWCL_HD static std::size_t plane_bytes(std::size_t n) { return n + (n + 7) / 8 * 3; }
 };
 
-inline constexpr std::size_t blocks_of(std::size_t n) { return (n + layout::block - 1) / layout::block; }
+LWCL_HD constexpr std::size_t blocks_of(std::size_t n) { return (n + layout::block - 1) / layout::block; }
 
 // How an encoder picks a block's table: from its rms alone, or by trying the tables near it on the
 // block's exponent histogram (smaller output, slower encoding; decoding is the same).
@@ -75,15 +76,15 @@ enum class fit : std::uint8_t { rms, search };
 
 namespace detail {
 
-inline std::uint64_t load64(const std::byte* p) {
+LWCL_HD_INLINE std::uint64_t load64(const std::byte* p) {
   std::uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
 }
 // The 8 bytes at p, zero past end: the careful load of a stream's last bytes.
-inline std::uint64_t load64_tail(const std::byte* p, const std::byte* end) {
+LWCL_HD_INLINE std::uint64_t load64_tail(const std::byte* p, const std::byte* end) {
   std::uint64_t v = 0;
-  if (p < end) std::memcpy(&v, p, static_cast<std::size_t>(std::min<std::ptrdiff_t>(8, end - p)));
+  if (p < end) std::memcpy(&v, p, end - p < 8 ? static_cast<std::size_t>(end - p) : std::size_t{8});
   return v;
 }
 
@@ -96,6 +97,22 @@ typename F::bits_t bits_at(const std::byte* raw, std::size_t i) {
 
 // round(4 (log2 rms + bias)) of the block, from each value's exponent and top 7 mantissa bits (the
 // statistic needs no more). Zeros, subnormals, infinities and NaNs count as zero.
+// t = round(2 log2(sum / n) + 4 bias), clamped to [0, 4 emax + 3], by comparisons rather than a log so
+// that the host and the device agree on every block. The squares summed are exact (8 significant
+// bits), so the sums agree too wherever the additions run in the same order, contracted or not.
+template <int ExponentBits, int Bias>
+LWCL_HD_INLINE int statistic_of(float sum, std::size_t n) {
+  constexpr int top = 4 * ((1 << ExponentBits) - 1) + 3;
+  if (!(sum > 0)) return 0;
+  if (!(sum < 3.4e38f)) return top;  // an overflowed sum: the largest exponents
+  const double mean = static_cast<double>(sum) / static_cast<double>(n);
+  int e = 0;
+  const double m2 = 2.0 * frexp(mean, &e);  // mean = m2 2^(e-1), m2 in [1, 2)
+  const int q = m2 >= 1.6817928305074290 ? 2 : m2 >= 1.1892071150027210 ? 1 : 0;  // 2^0.75, 2^0.25
+  const int t = 2 * (e - 1) + q + 4 * Bias;
+  return t < 0 ? 0 : t > top ? top : t;
+}
+
 template <class F>
 float square_of(const std::byte* raw, std::size_t i) {
   constexpr std::uint32_t emax = (1u << F::exponent_bits) - 1;
@@ -108,7 +125,6 @@ float square_of(const std::byte* raw, std::size_t i) {
 
 template <class F>
 int block_statistic(const std::byte* raw, std::size_t n) {
-  constexpr std::uint32_t emax = (1u << F::exponent_bits) - 1;
   float part[8] = {};  // eight running sums, one vector register
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -116,9 +132,7 @@ int block_statistic(const std::byte* raw, std::size_t n) {
   for (; i < n; ++i) part[0] += square_of<F>(raw, i);
   float sum = 0;
   for (float p : part) sum += p;
-  if (!(sum > 0)) return 0;
-  const double t = std::round(4.0 * (0.5 * std::log2(static_cast<double>(sum) / static_cast<double>(n)) + F::bias));
-  return static_cast<int>(std::clamp(t, 0.0, 4.0 * emax + 3.0));
+  return statistic_of<F::exponent_bits, F::bias>(sum, n);
 }
 
 // The t near `guess` (from 2^-2 to 2^1 times the rms, in quarter octaves) and the law whose table
@@ -246,9 +260,9 @@ struct bit_writer {
 
 // The lanes of a block: lane k holds elements [k * lane, (k + 1) * lane) of it, fewer in a short last
 // block, and has its own stream, so four decoding chains run side by side.
-inline constexpr std::size_t lane_size(std::size_t n, int k) {
-  const std::size_t first = static_cast<std::size_t>(k) * layout::lane;
-  return n > first ? std::min(layout::lane, n - first) : 0;
+LWCL_HD constexpr std::size_t lane_size(std::size_t n, int k) {
+  const std::size_t lane = layout::lane, first = static_cast<std::size_t>(k) * lane;
+  return n > first ? (n - first < lane ? n - first : lane) : 0;
 }
 
 // Codes block values [first, first + n) into `slot`, lane k at slot + k * lane_slot<F>(); sets each
@@ -345,7 +359,8 @@ struct lane_decoder {
   std::uint8_t shift;  // relative symbol + shift = exponent (mod 256)
   std::uint64_t shift_lo, shift_hi;
 
-  lane_decoder(const class_table& tab, std::uint8_t s) : multi(tab.multi.data()), single(tab.single.data()), shift(s) {
+  // multi and single: one table's entries (host or device memory, as the caller runs).
+  LWCL_HD lane_decoder(const entry* m, const std::uint16_t* s1, std::uint8_t s) : multi(m), single(s1), shift(s) {
     // Adds shift to each symbol byte without carries between them: a symbol is below 128, so its sum
     // with shift's low 7 bits stays in its byte, and shift's top bit is added by xor.
     constexpr std::uint64_t ones = 0x0101010101010101ull;
@@ -354,7 +369,7 @@ struct lane_decoder {
   }
 
   // One step at stream bit pos, writing from out[i] (8 bytes of room past the last symbol).
-  void step(const std::byte* stream, std::size_t& pos, std::uint8_t* out, std::size_t& i) const {
+  LWCL_HD void step(const std::byte* stream, std::size_t& pos, std::uint8_t* out, std::size_t& i) const {
     constexpr std::uint64_t mask = (std::uint64_t{1} << table_bits) - 1, emask = (1u << ExponentBits) - 1;
     std::uint64_t buf = load64(stream + pos / 8) >> (pos & 7);
     for (int k = 0; k < lookups_per_step; ++k) {
@@ -377,8 +392,8 @@ struct lane_decoder {
   // Finishes a lane from symbol i at bit pos: steps on a zero-padded copy of the stream's last bytes,
   // then one lookup at a time, writing nothing at or past out[m] (the next lane's exponents). False
   // unless the stream holds exactly m codes.
-  bool finish(const std::byte* stream, std::size_t bytes, std::size_t pos, std::size_t m, std::uint8_t* out,
-              std::size_t i) const {
+  LWCL_HD bool finish(const std::byte* stream, std::size_t bytes, std::size_t pos, std::size_t m, std::uint8_t* out,
+                      std::size_t i) const {
     constexpr std::uint64_t mask = (std::uint64_t{1} << table_bits) - 1, emask = (1u << ExponentBits) - 1;
     if (pos > 8 * bytes) return false;
     std::byte pad[64] = {};
@@ -453,8 +468,8 @@ bool decode_block(const std::byte* stream, const std::uint16_t* bytes, std::uint
     return true;
   }
   const int t = info & 0x3ff;
-  const lane_decoder<eb> dec(code_tables().by_class[static_cast<std::size_t>(table_of(t, static_cast<law>((info >> 10) & 1)))],
-                             static_cast<std::uint8_t>((t >> 2) - below));
+  const class_table& tab = code_tables().by_class[static_cast<std::size_t>(table_of(t, static_cast<law>((info >> 10) & 1)))];
+  const lane_decoder<eb> dec(tab.multi.data(), tab.single.data(), static_cast<std::uint8_t>((t >> 2) - below));
   static_assert(layout::lanes == 4, "the interleaved loop below runs four lanes");
   std::uint8_t *o0 = e, *o1 = e + layout::lane, *o2 = e + 2 * layout::lane, *o3 = e + 3 * layout::lane;
   std::size_t p0 = 0, p1 = 0, p2 = 0, p3 = 0, i0 = 0, i1 = 0, i2 = 0, i3 = 0;
@@ -479,6 +494,85 @@ bool decode_block(const std::byte* stream, const std::uint16_t* bytes, std::uint
 }
 
 }  // namespace detail
+}  // namespace gauss
+
+namespace gauss {
+
+// Checks a payload's header (its first layout::header bytes, of a payload of `payload_bytes`) and
+// returns its element count; throws lwcl::error naming what is wrong.
+template <class F>
+std::size_t check_header(std::span<const std::byte> head, std::size_t payload_bytes) {
+  using L = layout;
+  check(payload_bytes >= L::header && head.size() >= L::header, "gauss_codec: the ", payload_bytes,
+        "-byte payload is shorter than its ", L::header, "-byte header");
+  const std::byte* h = head.data();
+  check(static_cast<std::uint8_t>(h[0]) == L::format, "gauss_codec: payload format ", int(h[0]), ", expected ",
+        int(L::format));
+  check(static_cast<std::uint8_t>(h[1]) == F::kind, "gauss_codec: payload holds element kind ", int(h[1]), ", expected ",
+        int(F::kind), " (", F::name, ")");
+  std::uint16_t block = 0;
+  std::uint32_t fp = 0;
+  std::uint64_t count = 0, stream_total = 0;
+  std::memcpy(&block, h + 2, 2);
+  std::memcpy(&fp, h + 4, 4);
+  std::memcpy(&count, h + 8, 8);
+  std::memcpy(&stream_total, h + 16, 8);
+  check(block == L::block, "gauss_codec: payload blocks of ", block, " elements, expected ", L::block);
+  check(fp == code_tables().fingerprint, "gauss_codec: payload coded with tables of fingerprint ", fp,
+        ", this build's are ", code_tables().fingerprint, " (the two ends' erf differ)");
+  check(count <= (std::uint64_t{1} << 48), "gauss_codec: payload declares ", count, " elements");
+  const std::size_t blocks = blocks_of(count);
+  const std::size_t streams = L::header + blocks * L::entry + F::plane_bytes(count);
+  check(payload_bytes >= streams && payload_bytes - streams == stream_total, "gauss_codec: payload of ", payload_bytes,
+        " bytes does not hold a ", streams, "-byte header, directory and planes and ", stream_total, " stream bytes");
+  return count;
+}
+
+// Where each block's streams start in the payload (one more entry: the payload's end), from its
+// header and directory (`head`: at least the first layout::header + blocks * layout::entry bytes),
+// each entry checked.
+template <class F>
+std::vector<std::size_t> stream_offsets(std::span<const std::byte> head, std::size_t payload_bytes) {
+  using L = layout;
+  const std::size_t n = check_header<F>(head, payload_bytes), blocks = blocks_of(n);
+  check(head.size() >= L::header + blocks * L::entry, "gauss_codec: directory of ", blocks, " blocks cut short");
+  const std::byte* h = head.data();
+  const std::size_t streams = L::header + blocks * L::entry + F::plane_bytes(n);
+  std::vector<std::size_t> offset(blocks + 1, streams);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    std::uint16_t info = 0;
+    std::memcpy(&info, h + L::header + b * L::entry, 2);
+    std::size_t bytes = 0;
+    for (std::size_t k = 0; k < L::lanes; ++k) {
+      std::uint16_t lane_bytes = 0;
+      std::memcpy(&lane_bytes, h + L::header + b * L::entry + 2 + 2 * k, 2);
+      bytes += lane_bytes;
+    }
+    const bool known = (info >> 12) == L::mode_raw ? (info & 0xfff) == 0
+                                                   : (info >> 12) == L::mode_coded && (info & 0x800) == 0;
+    check(known, "gauss_codec: block ", b, " has directory info ", info, ", not a known mode and table");
+    offset[b + 1] = offset[b] + bytes;
+  }
+  check(offset[blocks] == payload_bytes, "gauss_codec: the directory's streams take ", offset[blocks] - streams,
+        " bytes, the payload holds ", payload_bytes - streams);
+  return offset;
+}
+
+// The payload's header for n elements of format F with `stream_total` stream bytes.
+template <class F>
+void write_header(std::byte* h, std::size_t n, std::size_t stream_total) {
+  std::memset(h, 0, layout::header);
+  h[0] = static_cast<std::byte>(layout::format);
+  h[1] = static_cast<std::byte>(F::kind);
+  const auto block = static_cast<std::uint16_t>(layout::block);
+  const std::uint32_t fp = code_tables().fingerprint;
+  const std::uint64_t count = n, streams = stream_total;
+  std::memcpy(h + 2, &block, 2);
+  std::memcpy(h + 4, &fp, 4);
+  std::memcpy(h + 8, &count, 8);
+  std::memcpy(h + 16, &streams, 8);
+}
+
 }  // namespace gauss
 
 class gauss_codec {
@@ -516,7 +610,7 @@ class gauss_codec {
     constexpr std::size_t width = sizeof(typename F::bits_t);
     check(raw.size() % width == 0, "gauss_codec: ", raw.size(), " bytes are not a whole number of ", width, "-byte ",
           F::name, " elements");
-    const gauss::tables& tables = gauss::code_tables();  // built here, not inside the threads
+    gauss::code_tables();  // built here, not inside the threads
     const std::size_t n = raw.size() / width, blocks = gauss::blocks_of(n);
     const std::size_t planes = L::header + blocks * L::entry, streams = planes + F::plane_bytes(n);
     const std::size_t lane_slot = gauss::detail::lane_slot<F>(), slot = L::lanes * lane_slot;
@@ -547,64 +641,19 @@ class gauss_codec {
       }
     }
     out.resize(at);
-    h = out.data();
-    std::memset(h, 0, L::header);
-    h[0] = static_cast<std::byte>(L::format);
-    h[1] = static_cast<std::byte>(F::kind);
-    const auto block = static_cast<std::uint16_t>(L::block);
-    const std::uint32_t fp = tables.fingerprint;
-    const std::uint64_t count = n, stream_total = at - streams;
-    std::memcpy(h + 2, &block, 2);
-    std::memcpy(h + 4, &fp, 4);
-    std::memcpy(h + 8, &count, 8);
-    std::memcpy(h + 16, &stream_total, 8);
+    gauss::write_header<F>(out.data(), n, at - streams);
   }
 
   template <class F>
   void decode_as(std::span<const std::byte> enc, std::span<std::byte> raw) const {
     using L = gauss::layout;
     constexpr std::size_t width = sizeof(typename F::bits_t);
-    check(enc.size() >= L::header, "gauss_codec: the ", enc.size(), "-byte payload is shorter than its ", L::header,
-          "-byte header");
+    const std::size_t n = gauss::check_header<F>(enc, enc.size());
+    check(raw.size() % width == 0 && n == raw.size() / width, "gauss_codec: payload holds ", n, " elements, expected ",
+          raw.size() / width);
+    const std::vector<std::size_t> offset = gauss::stream_offsets<F>(enc, enc.size());
     const std::byte* h = enc.data();
-    check(static_cast<std::uint8_t>(h[0]) == L::format, "gauss_codec: payload format ", int(h[0]), ", expected ",
-          int(L::format));
-    check(static_cast<std::uint8_t>(h[1]) == F::kind, "gauss_codec: payload holds element kind ", int(h[1]),
-          ", expected ", int(F::kind), " (", F::name, ")");
-    std::uint16_t block = 0;
-    std::uint32_t fp = 0;
-    std::uint64_t count = 0, stream_total = 0;
-    std::memcpy(&block, h + 2, 2);
-    std::memcpy(&fp, h + 4, 4);
-    std::memcpy(&count, h + 8, 8);
-    std::memcpy(&stream_total, h + 16, 8);
-    check(block == L::block, "gauss_codec: payload blocks of ", block, " elements, expected ", L::block);
-    check(fp == gauss::code_tables().fingerprint, "gauss_codec: payload coded with tables of fingerprint ", fp,
-          ", this build's are ", gauss::code_tables().fingerprint, " (the two ends' erf differ)");
-    check(raw.size() % width == 0 && count == raw.size() / width, "gauss_codec: payload holds ", count,
-          " elements, expected ", raw.size() / width);
-    const std::size_t n = count, blocks = gauss::blocks_of(n);
-    const std::size_t planes = L::header + blocks * L::entry, streams = planes + F::plane_bytes(n);
-    check(enc.size() >= streams && enc.size() - streams == stream_total, "gauss_codec: payload of ", enc.size(),
-          " bytes does not hold a ", streams, "-byte header, directory and planes and ", stream_total,
-          " stream bytes");
-    std::vector<std::size_t> offset(blocks + 1, streams);
-    for (std::size_t b = 0; b < blocks; ++b) {
-      std::uint16_t info = 0;
-      std::memcpy(&info, h + L::header + b * L::entry, 2);
-      std::size_t bytes = 0;
-      for (std::size_t k = 0; k < L::lanes; ++k) {
-        std::uint16_t lane_bytes = 0;
-        std::memcpy(&lane_bytes, h + L::header + b * L::entry + 2 + 2 * k, 2);
-        bytes += lane_bytes;
-      }
-      const bool known = (info >> 12) == L::mode_raw ? (info & 0xfff) == 0
-                                                     : (info >> 12) == L::mode_coded && (info & 0x800) == 0;
-      check(known, "gauss_codec: block ", b, " has directory info ", info, ", not a known mode and table");
-      offset[b + 1] = offset[b] + bytes;
-    }
-    check(offset[blocks] == enc.size(), "gauss_codec: the directory's streams take ", offset[blocks] - streams,
-          " bytes, the payload holds ", stream_total);
+    const std::size_t blocks = gauss::blocks_of(n), planes = L::header + blocks * L::entry;
     std::byte* out = raw.data();
     std::ptrdiff_t bad = -1;
     auto decode_one = [&](std::size_t b) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "lwcl/codec/huffman.hpp"
+#include "lwcl/core/config.hpp"
 
 namespace lwcl::codec::gauss {
 
@@ -19,7 +20,7 @@ namespace lwcl::codec::gauss {
 // (t & 3) + 4 law.
 enum class law : int { normal = 0, laplace = 1 };
 inline constexpr int laws = 2, fractions = 4, classes = laws * fractions;
-inline constexpr int table_of(int t, law l) { return (t & 3) + fractions * static_cast<int>(l); }
+LWCL_HD constexpr int table_of(int t, law l) { return (t & 3) + fractions * static_cast<int>(l); }
 // Relative symbol r stands for the exponent base - below + r. The window reaches 2^-30 sigma below
 // and 2^10 sigma above (a normal value passes 8 sigma once in 10^15); anything else escapes.
 inline constexpr int window = 41, below = 30;
@@ -55,9 +56,9 @@ struct code {
 // bits they take (the escape's code included, its raw exponent bits not). The loop stores all 8
 // bytes as symbols: those past the count are overwritten by the next lookup's.
 using entry = std::uint64_t;
-inline constexpr std::uint32_t entry_count(entry e) { return static_cast<std::uint32_t>(e >> 40) & 255u; }
-inline constexpr bool entry_escapes(entry e) { return (e >> 48) & 1u; }
-inline constexpr std::uint32_t entry_bits(entry e) { return static_cast<std::uint32_t>(e >> 56); }
+LWCL_HD constexpr std::uint32_t entry_count(entry e) { return static_cast<std::uint32_t>(e >> 40) & 255u; }
+LWCL_HD constexpr bool entry_escapes(entry e) { return (e >> 48) & 1u; }
+LWCL_HD constexpr std::uint32_t entry_bits(entry e) { return static_cast<std::uint32_t>(e >> 56); }
 
 struct class_table {
   std::array<code, alphabet> codes{};
