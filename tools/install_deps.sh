@@ -16,7 +16,8 @@ set -euo pipefail
 
 base=(cmake make g++ clang libomp-dev pkg-config ccache python3
       libboost-dev doctest-dev libbenchmark-dev libopenblas-openmp-dev
-      nlohmann-json3-dev libzstd-dev libcli11-dev libpng-dev zlib1g-dev libicu-dev libpagmo-dev)
+      nlohmann-json3-dev libzstd-dev libcli11-dev libpng-dev zlib1g-dev libicu-dev libpagmo-dev
+      libopenmpi-dev openmpi-bin)
 bench=(libblis-dev libdnnl-dev)
 python=(python3 python3-numpy python3-torch)
 corpus=(bible-kjv r-cran-janeaustenr)

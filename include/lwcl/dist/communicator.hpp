@@ -1,0 +1,334 @@
+#pragma once
+// dist::communicator: lwcl's collectives over MPI for processes and host buffers. Every transfer goes
+// through a wire policy (wire.hpp), which sends it raw or coded by gauss_codec; a message carries a
+// 16-byte header (encoding, dtype, raw bytes) so the receiver decodes whatever arrives. The ring
+// algorithms code once per hop: reduce-scatter codes each partial sum it passes on (the sums are f32
+// and the code is lossless, so the result is the raw ring's bit for bit); allgather and broadcast
+// forward the coded message as it came. Traffic is counted raw and on the wire.
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lwcl/codec/encoding.hpp"
+#include "lwcl/codec/gauss_codec.hpp"
+#include "lwcl/core/error.hpp"
+#include "lwcl/dist/wire.hpp"
+#include "lwcl/tensor/dtype.hpp"
+
+namespace lwcl::dist {
+
+// MPI for the life of the object (a program makes one, first thing in main). Errors come back to the
+// communicator, which throws lwcl::error, rather than aborting every rank.
+class mpi_session {
+ public:
+  mpi_session(int& argc, char**& argv) {
+    int provided = 0;
+    check(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS, "dist: MPI_Init_thread failed");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+  ~mpi_session() { MPI_Finalize(); }
+  mpi_session(const mpi_session&) = delete;
+  mpi_session& operator=(const mpi_session&) = delete;
+};
+
+// Messages and bytes a rank has sent: raw (what the data holds) and on the wire (headers and codes).
+struct traffic {
+  std::uint64_t messages = 0, coded_messages = 0, raw_bytes = 0, wire_bytes = 0;
+};
+
+// The element range [first, first + count) of part c when n elements are cut into `parts` parts, the
+// first n % parts one longer.
+struct chunk {
+  std::size_t first = 0, count = 0;
+};
+inline chunk chunk_of(std::size_t n, int parts, int c) {
+  const auto p = static_cast<std::size_t>(parts), k = static_cast<std::size_t>(c);
+  const std::size_t base = n / p, extra = n % p;
+  return {k * base + std::min(k, extra), base + (k < extra ? 1 : 0)};
+}
+
+class communicator {
+ public:
+  static constexpr std::size_t header_bytes = 16;
+
+  explicit communicator(MPI_Comm comm = MPI_COMM_WORLD, int codec_threads = 1) : comm_(comm), codec_(codec_threads) {
+    call(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    call(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const traffic& sent() const { return sent_; }
+  void barrier() const { call(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+  // ---- point to point -------------------------------------------------------------------------------
+  template <wire_policy W>
+  void send(W& w, dtype t, std::span<const std::byte> raw, int dest, int tag = 0) {
+    check_peer(dest, "send");
+    std::vector<std::byte> msg;
+    pack(w, t, raw, msg);
+    post_send(msg, dest, tag);
+  }
+
+  // Receives exactly raw.size() bytes of elements of type t from src.
+  template <wire_policy W>
+  void recv(W& w, dtype t, std::span<std::byte> raw, int src, int tag = 0) {
+    check_peer(src, "recv");
+    std::vector<std::byte> msg;
+    receive(msg, src, tag);
+    unpack(w, t, msg, raw, src);
+  }
+
+  // ---- collectives (every rank calls them in the same order) -------------------------------------
+  // data: the root's bytes in, everyone's out. A binomial tree; the root's message is forwarded as is.
+  template <wire_policy W>
+  void broadcast(W& w, dtype t, std::span<std::byte> data, int root) {
+    check_peer(root, "broadcast: root");
+    collective(w);
+    const int rel = (rank_ - root + size_) % size_;
+    std::vector<std::byte> msg;
+    if (rel == 0) pack(w, t, data, msg);
+    for (int mask = 1; mask < size_; mask <<= 1) {
+      if (rel < mask) {
+        if (rel + mask < size_) post_send(msg, (rel + mask + root) % size_, tag_broadcast);
+      } else if (rel < 2 * mask) {
+        receive(msg, (rel - mask + root) % size_, tag_broadcast);
+      }
+    }
+    if (rel != 0) unpack(w, t, msg, data, (root + size_) % size_);
+  }
+
+  // all = every rank's `mine` in rank order (all.size() == size() * mine.size()). A ring: each block
+  // travels size() - 1 hops, coded once by its owner.
+  template <wire_policy W>
+  void allgather(W& w, dtype t, std::span<const std::byte> mine, std::span<std::byte> all) {
+    check(all.size() == mine.size() * static_cast<std::size_t>(size_), "dist: allgather of ", mine.size(),
+          " bytes a rank over ", size_, " ranks needs ", mine.size() * static_cast<std::size_t>(size_),
+          " output bytes, got ", all.size());
+    collective(w);
+    std::vector<chunk> parts(static_cast<std::size_t>(size_));
+    for (int c = 0; c < size_; ++c) parts[static_cast<std::size_t>(c)] = {static_cast<std::size_t>(c) * mine.size(), mine.size()};
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(parts[static_cast<std::size_t>(rank_)].first));
+    ring_allgather(w, t, all, parts);
+  }
+
+  // out = the sum over ranks of in's part rank() (chunk_of(in.size(), size(), rank())), in f32, in the
+  // ring's order: part c is summed starting at rank c + 1.
+  template <wire_policy W>
+  void reduce_scatter_sum(W& w, std::span<const float> in, std::span<float> out) {
+    const chunk mine = chunk_of(in.size(), size_, rank_);
+    check(out.size() == mine.count, "dist: reduce_scatter_sum of ", in.size(), " values gives rank ", rank_, " ",
+          mine.count, ", the output holds ", out.size());
+    collective(w);
+    std::vector<float> acc(in.begin(), in.end());
+    ring_reduce_scatter(w, acc);
+    std::copy_n(acc.begin() + static_cast<std::ptrdiff_t>(mine.first), mine.count, out.begin());
+  }
+
+  // data = the sum over ranks of data, in f32: reduce-scatter, then allgather of the summed parts.
+  template <wire_policy W>
+  void allreduce_sum(W& w, std::span<float> data) {
+    collective(w);
+    std::vector<float> acc(data.begin(), data.end());
+    ring_reduce_scatter(w, acc);
+    std::vector<chunk> parts(static_cast<std::size_t>(size_));
+    for (int c = 0; c < size_; ++c) {
+      const chunk ch = chunk_of(acc.size(), size_, c);
+      parts[static_cast<std::size_t>(c)] = {ch.first * sizeof(float), ch.count * sizeof(float)};
+    }
+    ring_allgather(w, dtype::f32, std::as_writable_bytes(std::span<float>(acc)), parts);
+    std::copy(acc.begin(), acc.end(), data.begin());
+  }
+
+  // The link to the ring's next rank: bytes per second of a `probe`-byte exchange, the best of `rounds`
+  // after one to warm up. Collective. A measured wire keeps it.
+  double measure_link(std::size_t probe = std::size_t{1} << 20, int rounds = 3) {
+    if (size_ == 1) return 0;
+    std::vector<std::byte> out(probe, std::byte{0x5a}), in;
+    double best = 0;
+    for (int r = 0; r <= rounds; ++r) {
+      barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      exchange(out, next(), in, prev(), tag_probe);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0 && s > 0) best = std::max(best, static_cast<double>(probe) / s);
+    }
+    return best;
+  }
+
+  // How many collectives pass between two link measurements of a measured wire (0: never again).
+  int remeasure_every = 64;
+
+ private:
+  static constexpr int tag_broadcast = 30001, tag_ring = 30002, tag_probe = 30003;
+
+  int next() const { return (rank_ + 1) % size_; }
+  int prev() const { return (rank_ + size_ - 1) % size_; }
+
+  void call(int rc, const char* what) const {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    fail("dist: ", what, " failed on rank ", rank_, ": ", std::string(text, static_cast<std::size_t>(len)));
+  }
+  void check_peer(int peer, const char* what) const {
+    check(peer >= 0 && peer < size_, "dist: ", what, " rank ", peer, " is outside the ", size_, " ranks");
+  }
+
+  template <wire_policy W>
+  void collective(W& w) {
+    ++collectives_;
+    if constexpr (measured_wire<W>) {
+      if (w.model.bandwidth == 0 || (remeasure_every > 0 && collectives_ % static_cast<std::uint64_t>(remeasure_every) == 0)) {
+        const double b = measure_link();
+        if (b > 0) w.model.link(b);
+      }
+    }
+  }
+
+  // msg = header + payload (raw bytes or gauss_codec's payload), as the wire chooses.
+  template <wire_policy W>
+  void pack(W& w, dtype t, std::span<const std::byte> raw, std::vector<std::byte>& msg) {
+    const codec::encoding enc = w.choose(t, raw.size());
+    std::vector<std::byte> coded;
+    std::span<const std::byte> payload = raw;
+    if (enc == codec::encoding::gauss) {
+      check(codable(t), "dist: cannot code ", dtype_name(t), " elements, expected f32, bf16 or f16");
+      const auto t0 = std::chrono::steady_clock::now();
+      codec_.encode(t, raw, coded);
+      if constexpr (measured_wire<W>) {
+        w.model.encoded(t, static_cast<double>(raw.size()), static_cast<double>(coded.size()),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (w.model.rates(t).decode == 0) {  // a rank that only sends learns the decode rate once here
+          std::vector<std::byte> back(raw.size());
+          const auto t1 = std::chrono::steady_clock::now();
+          codec_.decode(t, coded, back);
+          w.model.decoded(t, static_cast<double>(raw.size()),
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+        }
+      }
+      payload = coded;
+    }
+    msg.resize(header_bytes + payload.size());
+    std::memset(msg.data(), 0, header_bytes);
+    msg[0] = static_cast<std::byte>(enc);
+    msg[1] = static_cast<std::byte>(t);
+    const std::uint64_t n = raw.size();
+    std::memcpy(msg.data() + 8, &n, 8);
+    if (!payload.empty()) std::memcpy(msg.data() + header_bytes, payload.data(), payload.size());
+  }
+
+  template <wire_policy W>
+  void unpack(W& w, dtype t, std::span<const std::byte> msg, std::span<std::byte> raw, int from) {
+    check(msg.size() >= header_bytes, "dist: a ", msg.size(), "-byte message from rank ", from, " is shorter than its ",
+          header_bytes, "-byte header");
+    const auto enc = static_cast<codec::encoding>(msg[0]);
+    const auto type = static_cast<dtype>(msg[1]);
+    std::uint64_t n = 0;
+    std::memcpy(&n, msg.data() + 8, 8);
+    check(type == t, "dist: message from rank ", from, " holds ", dtype_name(type), " elements, expected ", dtype_name(t));
+    check(n == raw.size(), "dist: message from rank ", from, " holds ", n, " bytes, expected ", raw.size());
+    const auto payload = msg.subspan(header_bytes);
+    if (enc == codec::encoding::raw) {
+      check(payload.size() == n, "dist: raw message from rank ", from, " carries ", payload.size(), " bytes, declares ", n);
+      if (n) std::memcpy(raw.data(), payload.data(), n);
+      return;
+    }
+    check(enc == codec::encoding::gauss, "dist: message from rank ", from, " has encoding ", static_cast<int>(msg[0]),
+          ", expected raw (0) or gauss (3)");
+    const auto t0 = std::chrono::steady_clock::now();
+    codec_.decode(t, payload, raw);
+    if constexpr (measured_wire<W>)
+      w.model.decoded(t, static_cast<double>(n), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
+  void post_send(const std::vector<std::byte>& msg, int dest, int tag) {
+    MPI_Request req;
+    isend(msg, dest, tag, req);
+    call(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
+  void isend(const std::vector<std::byte>& msg, int dest, int tag, MPI_Request& req) {
+    check(msg.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "dist: a message of ", msg.size(),
+          " bytes exceeds MPI's 2^31 - 1 byte count; send it in parts");
+    ++sent_.messages;
+    if (static_cast<codec::encoding>(msg[0]) == codec::encoding::gauss) ++sent_.coded_messages;
+    std::uint64_t n = 0;
+    std::memcpy(&n, msg.data() + 8, 8);
+    sent_.raw_bytes += n;
+    sent_.wire_bytes += msg.size();
+    call(MPI_Isend(msg.data(), static_cast<int>(msg.size()), MPI_BYTE, dest, tag, comm_, &req), "MPI_Isend");
+  }
+  void receive(std::vector<std::byte>& msg, int src, int tag) {
+    MPI_Status st;
+    call(MPI_Probe(src, tag, comm_, &st), "MPI_Probe");
+    int count = 0;
+    call(MPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count");
+    msg.resize(static_cast<std::size_t>(count));
+    call(MPI_Recv(msg.data(), count, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+  }
+  // Sends `out` to dest while receiving from src (the ring's step), unpacked by the caller.
+  void exchange(const std::vector<std::byte>& out, int dest, std::vector<std::byte>& in, int src, int tag) {
+    MPI_Request req;
+    if (tag == tag_probe) {
+      check(out.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "dist: probe too large");
+      call(MPI_Isend(out.data(), static_cast<int>(out.size()), MPI_BYTE, dest, tag, comm_, &req), "MPI_Isend");
+    } else {
+      isend(out, dest, tag, req);
+    }
+    receive(in, src, tag);
+    call(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
+
+  // At step s rank r passes part r - 1 - s on to r + 1 and adds part r - 2 - s from r - 1 into its own,
+  // so after size() - 1 steps it holds the whole sum of part r.
+  template <wire_policy W>
+  void ring_reduce_scatter(W& w, std::vector<float>& acc) {
+    std::vector<std::byte> out, in;
+    std::vector<float> got;
+    for (int s = 0; s + 1 < size_; ++s) {
+      const chunk give = chunk_of(acc.size(), size_, ((rank_ - 1 - s) % size_ + size_) % size_);
+      const chunk take = chunk_of(acc.size(), size_, ((rank_ - 2 - s) % size_ + 2 * size_) % size_);
+      pack(w, dtype::f32, std::as_bytes(std::span<const float>(acc.data() + give.first, give.count)), out);
+      exchange(out, next(), in, prev(), tag_ring);
+      got.resize(take.count);
+      unpack(w, dtype::f32, in, std::as_writable_bytes(std::span<float>(got)), prev());
+      for (std::size_t i = 0; i < take.count; ++i) acc[take.first + i] += got[i];
+    }
+  }
+
+  // data holds this rank's part at parts[rank()]; after the ring every part is in place. Each rank codes
+  // its own part once and forwards what it receives unchanged.
+  template <wire_policy W>
+  void ring_allgather(W& w, dtype t, std::span<std::byte> data, const std::vector<chunk>& parts) {
+    auto part = [&](int c) {
+      const chunk ch = parts[static_cast<std::size_t>(((c % size_) + size_) % size_)];
+      return data.subspan(ch.first, ch.count);
+    };
+    std::vector<std::byte> out, in;
+    pack(w, t, part(rank_), out);
+    for (int s = 0; s + 1 < size_; ++s) {
+      exchange(out, next(), in, prev(), tag_ring);
+      unpack(w, t, in, part(rank_ - 1 - s), prev());
+      std::swap(out, in);
+    }
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  codec::gauss_codec codec_;
+  traffic sent_;
+  std::uint64_t collectives_ = 0;
+};
+
+}  // namespace lwcl::dist
