@@ -118,8 +118,8 @@ float square_of(const std::byte* raw, std::size_t i) {
   constexpr std::uint32_t emax = (1u << F::exponent_bits) - 1;
   const auto b = bits_at<F>(raw, i);
   const std::uint32_t e = F::exponent(b);
-  const std::uint32_t u = ((e + 127u - F::bias) << 23) | (F::mantissa7(b) << 16);
-  const float m = (e != 0 && e != emax) ? std::bit_cast<float>(u) : 0.0f;
+  const std::uint32_t keep = 0u - static_cast<std::uint32_t>((e != 0) & (e != emax));  // branch-free, so it vectorises
+  const float m = std::bit_cast<float>((((e + 127u - F::bias) << 23) | (F::mantissa7(b) << 16)) & keep);
   return m * m;
 }
 
@@ -234,7 +234,7 @@ void join(const std::uint8_t* e, const std::byte* planes, std::size_t count, std
   }
 }
 
-// Appends `length` bits of `value` (LSB first) at byte `pos` of out, which has 8 bytes of slack.
+// Appends `length` (at most 40) bits of `value` (LSB first) at byte `pos` of out, which has 8 bytes of slack.
 struct bit_writer {
   std::byte* out;
   std::size_t pos = 0;
@@ -244,9 +244,9 @@ struct bit_writer {
     acc |= value << bits;
     bits += length;
     std::memcpy(out + pos, &acc, 8);
-    const unsigned whole = bits >> 3;
+    const unsigned whole = bits >> 3;  // at most 5: length is at most 40 and bits was below 8
     pos += whole;
-    acc = whole == 8 ? 0 : acc >> (8 * whole);
+    acc >>= 8 * whole;
     bits &= 7u;
   }
   std::size_t finish() {
@@ -309,7 +309,13 @@ void encode_block(const std::byte* raw, std::size_t first, std::size_t n, fit fi
   bool coded = true;
   for (std::size_t i0 = 0; i0 < shortest && coded; i0 += 64) {
     const std::size_t i1 = std::min(shortest, i0 + 64);
-    for (std::size_t i = i0; i < i1; ++i)
+    std::size_t i = i0;
+    for (; i + 2 <= i1; i += 2)  // two codes a put: at most 40 bits
+      for (int k = 0; k < lanes; ++k) {
+        const std::uint32_t e0 = exponent_at(k, i), e1 = exponent_at(k, i + 1);
+        w[k].put(value[e0] | (static_cast<std::uint64_t>(value[e1]) << length[e0]), length[e0] + length[e1]);
+      }
+    for (; i < i1; ++i)
       for (int k = 0; k < lanes; ++k) {
         const std::uint32_t e = exponent_at(k, i);
         w[k].put(value[e], length[e]);
