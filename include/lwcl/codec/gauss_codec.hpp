@@ -6,6 +6,7 @@
 // block decodes on its own, in parallel. Layout and figures: docs/feature-cache.md.
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -661,7 +662,8 @@ class gauss_codec {
     const std::byte* h = enc.data();
     const std::size_t blocks = gauss::blocks_of(n), planes = L::header + blocks * L::entry;
     std::byte* out = raw.data();
-    std::ptrdiff_t bad = -1;
+    // The first bad block, if any: a lock-free minimum, since any thread may find one.
+    std::atomic<std::size_t> first_bad{SIZE_MAX};
     auto decode_one = [&](std::size_t b) {
       std::uint8_t e[L::block + 16];
       const std::size_t first = b * L::block, m = std::min(L::block, n - first);
@@ -669,8 +671,9 @@ class gauss_codec {
       std::memcpy(&info, h + L::header + b * L::entry, 2);
       std::memcpy(lane_bytes, h + L::header + b * L::entry + 2, sizeof lane_bytes);
       if (!gauss::detail::decode_block<F>(h + offset[b], lane_bytes, info, m, e)) {
-#pragma omp critical(lwcl_gauss_codec_bad)
-        if (bad < 0 || static_cast<std::ptrdiff_t>(b) < bad) bad = static_cast<std::ptrdiff_t>(b);
+        std::size_t seen = first_bad.load(std::memory_order_relaxed);
+        while (b < seen && !first_bad.compare_exchange_weak(seen, b, std::memory_order_relaxed)) {
+        }
         return;
       }
       gauss::detail::join<F>(e, h + planes, n, first, m, out);
@@ -682,8 +685,9 @@ class gauss_codec {
     } else {
       for (std::size_t b = 0; b < blocks; ++b) decode_one(b);
     }
-    check(bad < 0, "gauss_codec: the exponent stream of block ", bad, " does not hold exactly its ",
-          bad < 0 ? 0 : std::min<std::size_t>(L::block, n - static_cast<std::size_t>(bad) * L::block), " codes");
+    const std::size_t bad = first_bad.load();
+    check(bad == SIZE_MAX, "gauss_codec: the exponent stream of block ", bad, " does not hold exactly its ",
+          bad == SIZE_MAX ? 0 : std::min<std::size_t>(L::block, n - bad * L::block), " codes");
   }
 
   int threads_;
