@@ -161,9 +161,9 @@ int main(int argc, char** argv) {
     }
     if (c.rank() == 0) {
       const auto& f = adaptive.model.rates(dtype::f32);
-      std::printf("\nadaptive wire on rank 0: link %.3f GB/s; f32 codec encode %.3f GB/s, decode %.3f GB/s, ratio %.3f; "
-                  "chose coded %llu times, raw %llu\n",
-                  adaptive.model.bandwidth / 1e9, f.encode / 1e9, f.decode / 1e9, f.ratio,
+      std::printf("\nadaptive wire on rank 0: link %.3f GB/s in a ring, %.3f GB/s one way; f32 codec encode %.3f GB/s, "
+                  "decode %.3f GB/s, ratio %.3f; chose coded %llu times, raw %llu\n",
+                  adaptive.model.bandwidth / 1e9, adaptive.model.one_way / 1e9, f.encode / 1e9, f.decode / 1e9, f.ratio,
                   static_cast<unsigned long long>(adaptive.chose_coded), static_cast<unsigned long long>(adaptive.chose_raw));
       std::printf("sums bitwise equal across the three wires on every rank\n");
     }

@@ -217,22 +217,31 @@ TEST_CASE("the adaptive wire codes where the link is slower than the codec and s
   fast.bandwidth = 1e10;  // 10 GB/s: coding costs more than it saves
   CHECK(!fast.prefer_coded(dtype::bf16, 1e6));
   CHECK(!m.prefer_coded(dtype::f32, 1e6));  // nothing measured for f32 yet
+  // A link that gives one-way transfers twice the ring's rate: a one-way message at the boundary goes
+  // raw where a ring's is coded.
+  link_model shared = m;
+  shared.one_way = 4 * shared.bandwidth;
+  CHECK(shared.bandwidth_for(traffic_pattern::one_way) == doctest::Approx(4 * shared.bandwidth));
+  CHECK(shared.prefer_coded(dtype::bf16, 1e6, traffic_pattern::ring));
+  CHECK(!shared.prefer_coded(dtype::bf16, 1e6, traffic_pattern::one_way));
 
   adaptive_wire w;
   w.model = fast;
   w.explore = 4;
   int coded = 0;
-  for (int i = 0; i < 8; ++i) coded += w.choose(dtype::bf16, 1 << 20) == codec::encoding::gauss;
+  for (int i = 0; i < 8; ++i) coded += w.choose(dtype::bf16, 1 << 20, traffic_pattern::ring) == codec::encoding::gauss;
   CHECK(coded == 2);  // every 4th, to keep the ratio current
-  CHECK(w.choose(dtype::f32, 1 << 20) == codec::encoding::gauss);  // unmeasured: code once to learn
-  CHECK(w.choose(dtype::bf16, 100) == codec::encoding::raw);       // below a block
-  CHECK(w.choose(dtype::i32, 1 << 20) == codec::encoding::raw);
+  CHECK(w.choose(dtype::f32, 1 << 20, traffic_pattern::ring) == codec::encoding::gauss);  // unmeasured: code once to learn
+  CHECK(w.choose(dtype::bf16, 100, traffic_pattern::ring) == codec::encoding::raw);       // below a block
+  CHECK(w.choose(dtype::i32, 1 << 20, traffic_pattern::ring) == codec::encoding::raw);
 
   // On this machine's loopback the communicator measures the link itself.
   communicator& c = world();
-  const double b = c.measure_link(1 << 20, 2);
+  const double b = c.measure_link(1 << 20, 2), one = c.measure_one_way(1 << 20, 2);
   if (c.size() > 1) CHECK(b > 0);
-  MESSAGE("rank ", c.rank(), ": ring link measured at ", b / 1e9, " GB/s");
+  const bool paired = (c.rank() % 2 == 0 ? c.rank() + 1 : c.rank() - 1) < c.size();
+  CHECK((one > 0) == paired);
+  MESSAGE("rank ", c.rank(), ": ring link measured at ", b / 1e9, " GB/s, one way ", one / 1e9, " GB/s");
 }
 
 TEST_CASE("bad calls are refused by name") {

@@ -76,7 +76,7 @@ class communicator {
   void send(W& w, dtype t, std::span<const std::byte> raw, int dest, int tag = 0) {
     check_peer(dest, "send");
     std::vector<std::byte> msg;
-    pack(w, t, raw, msg);
+    pack(w, t, raw, msg, traffic_pattern::one_way);
     post_send(msg, dest, tag);
   }
 
@@ -97,7 +97,7 @@ class communicator {
     collective(w);
     const int rel = (rank_ - root + size_) % size_;
     std::vector<std::byte> msg;
-    if (rel == 0) pack(w, t, data, msg);
+    if (rel == 0) pack(w, t, data, msg, traffic_pattern::one_way);
     for (int mask = 1; mask < size_; mask <<= 1) {
       if (rel < mask) {
         if (rel + mask < size_) post_send(msg, (rel + mask + root) % size_, tag_broadcast);
@@ -166,6 +166,36 @@ class communicator {
     return best;
   }
 
+  // The link one way: bytes per second of a `probe`-byte send while the peer only receives, the
+  // best of `rounds`, timed by the sender until the peer's one-byte reply that it has it all (a send
+  // alone may return once the bytes are in a socket buffer). Ranks pair up (0-1, 2-3, ...) and each
+  // side sends in turn; an odd last rank sits out and gets 0. Collective.
+  double measure_one_way(std::size_t probe = std::size_t{1} << 20, int rounds = 3) {
+    const int peer = rank_ % 2 == 0 ? rank_ + 1 : rank_ - 1;
+    std::vector<std::byte> out(probe, std::byte{0x3c}), in(probe);
+    double best = 0;
+    for (int r = 0; r <= rounds; ++r)
+      for (int sender = 0; sender < 2; ++sender) {
+        barrier();
+        if (peer >= size_) continue;
+        check(probe <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "dist: probe too large");
+        if (rank_ % 2 == sender) {
+          const auto t0 = std::chrono::steady_clock::now();
+          call(MPI_Send(out.data(), static_cast<int>(probe), MPI_BYTE, peer, tag_probe, comm_), "MPI_Send");
+          std::byte ack{};
+          call(MPI_Recv(&ack, 1, MPI_BYTE, peer, tag_probe, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (r > 0 && s > 0) best = std::max(best, static_cast<double>(probe) / s);
+        } else {
+          call(MPI_Recv(in.data(), static_cast<int>(probe), MPI_BYTE, peer, tag_probe, comm_, MPI_STATUS_IGNORE),
+               "MPI_Recv");
+          const std::byte ack{1};
+          call(MPI_Send(&ack, 1, MPI_BYTE, peer, tag_probe, comm_), "MPI_Send");
+        }
+      }
+    return best;
+  }
+
   // How many collectives pass between two link measurements of a measured wire (0: never again).
   int remeasure_every = 64;
 
@@ -193,14 +223,16 @@ class communicator {
       if (w.model.bandwidth == 0 || (remeasure_every > 0 && collectives_ % static_cast<std::uint64_t>(remeasure_every) == 0)) {
         const double b = measure_link();
         if (b > 0) w.model.link(b);
+        const double one = measure_one_way();
+        if (one > 0) w.model.link_one_way(one);
       }
     }
   }
 
   // msg = header + payload (raw bytes or gauss_codec's payload), as the wire chooses.
   template <wire_policy W>
-  void pack(W& w, dtype t, std::span<const std::byte> raw, std::vector<std::byte>& msg) {
-    const codec::encoding enc = w.choose(t, raw.size());
+  void pack(W& w, dtype t, std::span<const std::byte> raw, std::vector<std::byte>& msg, traffic_pattern p) {
+    const codec::encoding enc = w.choose(t, raw.size(), p);
     std::vector<std::byte> coded;
     std::span<const std::byte> payload = raw;
     if (enc == codec::encoding::gauss) {
@@ -299,7 +331,8 @@ class communicator {
     for (int s = 0; s + 1 < size_; ++s) {
       const chunk give = chunk_of(acc.size(), size_, ((rank_ - 1 - s) % size_ + size_) % size_);
       const chunk take = chunk_of(acc.size(), size_, ((rank_ - 2 - s) % size_ + 2 * size_) % size_);
-      pack(w, dtype::f32, std::as_bytes(std::span<const float>(acc.data() + give.first, give.count)), out);
+      pack(w, dtype::f32, std::as_bytes(std::span<const float>(acc.data() + give.first, give.count)), out,
+           traffic_pattern::ring);
       exchange(out, next(), in, prev(), tag_ring);
       got.resize(take.count);
       unpack(w, dtype::f32, in, std::as_writable_bytes(std::span<float>(got)), prev());
@@ -316,7 +349,7 @@ class communicator {
       return data.subspan(ch.first, ch.count);
     };
     std::vector<std::byte> out, in;
-    pack(w, t, part(rank_), out);
+    pack(w, t, part(rank_), out, traffic_pattern::ring);
     for (int s = 0; s + 1 < size_; ++s) {
       exchange(out, next(), in, prev(), tag_ring);
       unpack(w, t, in, part(rank_ - 1 - s), prev());

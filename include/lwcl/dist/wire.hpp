@@ -4,7 +4,10 @@
 // raw_wire and coded_wire always choose the same; adaptive_wire chooses from measurements: sending n
 // bytes raw takes n / B on a link of bandwidth B, coded n / E + r n / B + n / D with the codec's
 // encode and decode rates E and D and ratio r, and it takes the smaller, with B, E, D and r measured
-// as the run goes (the communicator feeds it every coded transfer and re-measures the link).
+// as the run goes (the communicator feeds it every coded transfer and re-measures the link). B is
+// measured twice: one way (a send while the peer only receives: point to point, broadcast) and in a
+// ring (every rank sending and receiving at once: allgather, reduce-scatter), since a link whose two
+// directions share one limit gives a ring half of what it gives one way.
 
 #include <algorithm>
 #include <array>
@@ -19,12 +22,15 @@
 
 namespace lwcl::dist {
 
-// Requires: W::name, a static constexpr std::string_view; w.choose(type, bytes) -> codec::encoding
-// (raw or gauss) for a message of `bytes` raw bytes of elements of `type`.
+// How a transfer uses the link: alone (one_way) or with every rank sending at once (ring).
+enum class traffic_pattern : std::uint8_t { one_way, ring };
+
+// Requires: W::name, a static constexpr std::string_view; w.choose(type, bytes, pattern) ->
+// codec::encoding (raw or gauss) for a message of `bytes` raw bytes of elements of `type`.
 template <class W>
-concept wire_policy = requires(W& w, dtype t, std::size_t n) {
+concept wire_policy = requires(W& w, dtype t, std::size_t n, traffic_pattern p) {
   requires std::same_as<std::remove_cv_t<decltype(W::name)>, std::string_view>;
-  { w.choose(t, n) } -> std::same_as<codec::encoding>;
+  { w.choose(t, n, p) } -> std::same_as<codec::encoding>;
 };
 
 // Elements gauss_codec can code.
@@ -32,20 +38,23 @@ inline constexpr bool codable(dtype t) { return t == dtype::f32 || t == dtype::b
 
 struct raw_wire {
   static constexpr std::string_view name = "raw";
-  codec::encoding choose(dtype, std::size_t) const { return codec::encoding::raw; }
+  codec::encoding choose(dtype, std::size_t, traffic_pattern) const { return codec::encoding::raw; }
 };
 static_assert(wire_policy<raw_wire>);
 
 struct coded_wire {
   static constexpr std::string_view name = "coded";
-  codec::encoding choose(dtype t, std::size_t) const { return codable(t) ? codec::encoding::gauss : codec::encoding::raw; }
+  codec::encoding choose(dtype t, std::size_t, traffic_pattern) const {
+    return codable(t) ? codec::encoding::gauss : codec::encoding::raw;
+  }
 };
 static_assert(wire_policy<coded_wire>);
 
 // What adaptive_wire knows: the link's bandwidth and, per element type, the codec's rates and ratio,
 // each a running estimate (the latest measurement weighted by `weight`).
 struct link_model {
-  double bandwidth = 0;  // bytes per second, 0 until measured
+  double bandwidth = 0;  // bytes per second in a ring, 0 until measured
+  double one_way = 0;    // bytes per second alone on the link, 0 until measured (then the ring's is used)
   struct codec_rates {
     double encode = 0, decode = 0, ratio = 1;  // raw bytes per second; raw / coded bytes
     bool measured = false;
@@ -58,6 +67,8 @@ struct link_model {
 
   static double blend(double old, double now, double w, bool first) { return first ? now : (1 - w) * old + w * now; }
   void link(double bytes_per_second) { bandwidth = blend(bandwidth, bytes_per_second, weight, bandwidth == 0); }
+  void link_one_way(double bytes_per_second) { one_way = blend(one_way, bytes_per_second, weight, one_way == 0); }
+  double bandwidth_for(traffic_pattern p) const { return p == traffic_pattern::one_way && one_way > 0 ? one_way : bandwidth; }
   void encoded(dtype t, double raw_bytes, double coded_bytes, double seconds) {
     auto& r = by_type[slot(t)];
     if (seconds > 0) r.encode = blend(r.encode, raw_bytes / seconds, weight, r.encode == 0);
@@ -70,13 +81,19 @@ struct link_model {
   }
 
   // Predicted seconds for n raw bytes sent raw and coded (infinite where a rate is unknown).
-  double raw_seconds(double n) const { return bandwidth > 0 ? n / bandwidth : 0; }
-  double coded_seconds(dtype t, double n) const {
-    const auto& r = rates(t);
-    if (bandwidth <= 0 || r.encode <= 0 || r.decode <= 0 || r.ratio <= 0) return 1e300;
-    return n / r.encode + n / r.ratio / bandwidth + n / r.decode;
+  double raw_seconds(double n, traffic_pattern p = traffic_pattern::ring) const {
+    const double b = bandwidth_for(p);
+    return b > 0 ? n / b : 0;
   }
-  bool prefer_coded(dtype t, double n) const { return coded_seconds(t, n) < raw_seconds(n); }
+  double coded_seconds(dtype t, double n, traffic_pattern p = traffic_pattern::ring) const {
+    const auto& r = rates(t);
+    const double b = bandwidth_for(p);
+    if (b <= 0 || r.encode <= 0 || r.decode <= 0 || r.ratio <= 0) return 1e300;
+    return n / r.encode + n / r.ratio / b + n / r.decode;
+  }
+  bool prefer_coded(dtype t, double n, traffic_pattern p = traffic_pattern::ring) const {
+    return coded_seconds(t, n, p) < raw_seconds(n, p);
+  }
 };
 
 // Chooses per message from a link_model; codes every `explore`-th message of a type it would send raw
@@ -88,13 +105,13 @@ struct adaptive_wire {
   std::array<int, 3> raw_since_coded{};
   std::uint64_t chose_raw = 0, chose_coded = 0;
 
-  codec::encoding choose(dtype t, std::size_t n) {
+  codec::encoding choose(dtype t, std::size_t n, traffic_pattern p) {
     if (!codable(t) || n < 4096) {  // below a block the header costs more than coding saves
       ++chose_raw;
       return codec::encoding::raw;
     }
     int& since = raw_since_coded[link_model::slot(t)];
-    const bool coded = !model.rates(t).measured || model.prefer_coded(t, static_cast<double>(n)) || ++since >= explore;
+    const bool coded = !model.rates(t).measured || model.prefer_coded(t, static_cast<double>(n), p) || ++since >= explore;
     if (coded) {
       since = 0;
       ++chose_coded;
