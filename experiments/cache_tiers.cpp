@@ -9,6 +9,7 @@
 
 #include "host_instances.hpp"
 #include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/gauss_codec.hpp"
 #include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/policies/cache/compressed.hpp"
 #include "lwcl/policies/cache/disk.hpp"
@@ -18,7 +19,7 @@ using namespace lwcl;
 namespace tiers = lwcl::policies::cache;
 
 int main(int argc, char** argv) {
-  experiments::comparison cmp("cache_tiers", "lwcl cache tiers: one pruned student, one step budget, five "
+  experiments::comparison cmp("cache_tiers", "lwcl cache tiers: one pruned student, one step budget, six "
                               "feature-cache tiers", "steps:320",
                               "budget of every tier: steps:N or tokens:N (seconds would not do the same work)");
   int prefetch_threads = 1, ring = 3, zstd_level = 1;
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     cmp.recover("host", po, slot<key::cache>(tiers::host{}));
     cmp.recover("disk", po, slot<key::cache>(tiers::disk{}));
     cmp.recover("host_exponent", po, slot<key::cache>(tiers::compressed<tiers::host, codec::exponent_codec>{}));
+    cmp.recover("host_gauss", po, slot<key::cache>(tiers::compressed<tiers::host, codec::gauss_codec>{}));
     cmp.recover("host_zstd", po, slot<key::cache>(tiers::compressed<tiers::host, codec::zstd_codec>{
                                      .codec = codec::zstd_codec(zstd_level)}));
     cmp.recover("disk_exponent", po, slot<key::cache>(tiers::compressed<tiers::disk, codec::exponent_codec>{}));

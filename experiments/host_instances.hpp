@@ -15,6 +15,7 @@
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/codec/exponent_codec.hpp"
+#include "lwcl/codec/gauss_codec.hpp"
 #include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/data/loader.hpp"
 #include "lwcl/distill/compare/comparison.hpp"
@@ -102,6 +103,9 @@ LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<
     lwcl::policies::loss::nmse>;
 LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<
     lwcl::backend::cpu, lwcl::policies::cache::compressed<lwcl::policies::cache::host, lwcl::codec::zstd_codec>,
+    lwcl::policies::loss::nmse>;
+LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<
+    lwcl::backend::cpu, lwcl::policies::cache::compressed<lwcl::policies::cache::host, lwcl::codec::gauss_codec>,
     lwcl::policies::loss::nmse>;
 LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<
     lwcl::backend::cpu, lwcl::policies::cache::compressed<lwcl::policies::cache::disk, lwcl::codec::exponent_codec>,

@@ -108,11 +108,12 @@ seen = [n for g in rep["identical_students"] for n in g]
 assert len(seen) == len(set(seen)) and all(len(g) > 1 for g in rep["identical_students"]), rep["identical_students"]
 
 rep, cfg, m = load("ct")
-tiers = ["host", "disk", "host_exponent", "host_zstd", "disk_exponent"]
+tiers = ["host", "disk", "host_exponent", "host_gauss", "host_zstd", "disk_exponent"]
 assert list(m)[2:] == tiers and cfg["ring"] == 2, (list(m), cfg)
 assert rep["students_bitwise_equal"] is True and rep["identical_students"] == [tiers], rep["identical_students"]
 assert m["disk"]["tier"] == "disk" and m["host"]["tier"] == "host", (m["disk"]["tier"], m["host"]["tier"])
 assert m["host_exponent"]["cache_compression_ratio"] > 1 and m["host"]["cache_compression_ratio"] == 1
+assert m["host_gauss"]["cache_compression_ratio"] > 1, m["host_gauss"]["cache_compression_ratio"]
 
 rep, cfg, m = load("sc")
 assert cfg["boundaries"] == [2], cfg["boundaries"]
