@@ -57,6 +57,12 @@ inline chunk chunk_of(std::size_t n, int parts, int c) {
   return {k * base + std::min(k, extra), base + (k < extra ? 1 : 0)};
 }
 
+// The ring's schedule, shared by every ring in lwcl (host and NCCL) so that they sum in one order: at
+// step s rank r passes on part ring_part(r, s) = r - 1 - s (mod size) and receives ring_part(r - 1, s)
+// from r - 1. Reduce-scatter adds what it receives into its own copy, so after size - 1 steps rank r
+// holds the whole sum of part r; allgather starts from part r in place and ends with every part.
+inline int ring_part(int rank, int step, int size) { return ((rank - 1 - step) % size + size) % size; }
+
 class communicator {
  public:
   static constexpr std::size_t header_bytes = 16;
@@ -105,7 +111,7 @@ class communicator {
         receive(msg, (rel - mask + root) % size_, tag_broadcast);
       }
     }
-    if (rel != 0) unpack(w, t, msg, data, (root + size_) % size_);
+    if (rel != 0) unpack(w, t, msg, data, root);
   }
 
   // all = every rank's `mine` in rank order (all.size() == size() * mine.size()). A ring: each block
@@ -154,12 +160,15 @@ class communicator {
   // after one to warm up. Collective. A measured wire keeps it.
   double measure_link(std::size_t probe = std::size_t{1} << 20, int rounds = 3) {
     if (size_ == 1) return 0;
-    std::vector<std::byte> out(probe, std::byte{0x5a}), in;
+    const int count = probe_count(probe);
+    std::vector<std::byte> out(probe, std::byte{0x5a}), in(probe);
     double best = 0;
     for (int r = 0; r <= rounds; ++r) {
       barrier();
       const auto t0 = std::chrono::steady_clock::now();
-      exchange(out, next(), in, prev(), tag_probe);
+      call(MPI_Sendrecv(out.data(), count, MPI_BYTE, next(), tag_probe, in.data(), count, MPI_BYTE, prev(), tag_probe,
+                        comm_, MPI_STATUS_IGNORE),
+           "MPI_Sendrecv");
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r > 0 && s > 0) best = std::max(best, static_cast<double>(probe) / s);
     }
@@ -171,24 +180,22 @@ class communicator {
   // alone may return once the bytes are in a socket buffer). Ranks pair up (0-1, 2-3, ...) and each
   // side sends in turn; an odd last rank sits out and gets 0. Collective.
   double measure_one_way(std::size_t probe = std::size_t{1} << 20, int rounds = 3) {
-    const int peer = rank_ % 2 == 0 ? rank_ + 1 : rank_ - 1;
+    const int peer = rank_ % 2 == 0 ? rank_ + 1 : rank_ - 1, count = probe_count(probe);
     std::vector<std::byte> out(probe, std::byte{0x3c}), in(probe);
     double best = 0;
     for (int r = 0; r <= rounds; ++r)
       for (int sender = 0; sender < 2; ++sender) {
         barrier();
         if (peer >= size_) continue;
-        check(probe <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "dist: probe too large");
         if (rank_ % 2 == sender) {
           const auto t0 = std::chrono::steady_clock::now();
-          call(MPI_Send(out.data(), static_cast<int>(probe), MPI_BYTE, peer, tag_probe, comm_), "MPI_Send");
+          call(MPI_Send(out.data(), count, MPI_BYTE, peer, tag_probe, comm_), "MPI_Send");
           std::byte ack{};
           call(MPI_Recv(&ack, 1, MPI_BYTE, peer, tag_probe, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (r > 0 && s > 0) best = std::max(best, static_cast<double>(probe) / s);
         } else {
-          call(MPI_Recv(in.data(), static_cast<int>(probe), MPI_BYTE, peer, tag_probe, comm_, MPI_STATUS_IGNORE),
-               "MPI_Recv");
+          call(MPI_Recv(in.data(), count, MPI_BYTE, peer, tag_probe, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
           const std::byte ack{1};
           call(MPI_Send(&ack, 1, MPI_BYTE, peer, tag_probe, comm_), "MPI_Send");
         }
@@ -310,30 +317,31 @@ class communicator {
     call(MPI_Recv(msg.data(), count, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
   }
   // Sends `out` to dest while receiving from src (the ring's step), unpacked by the caller.
-  void exchange(const std::vector<std::byte>& out, int dest, std::vector<std::byte>& in, int src, int tag) {
+  void exchange(const std::vector<std::byte>& out, int dest, std::vector<std::byte>& in, int src) {
     MPI_Request req;
-    if (tag == tag_probe) {
-      check(out.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "dist: probe too large");
-      call(MPI_Isend(out.data(), static_cast<int>(out.size()), MPI_BYTE, dest, tag, comm_, &req), "MPI_Isend");
-    } else {
-      isend(out, dest, tag, req);
-    }
-    receive(in, src, tag);
+    isend(out, dest, tag_ring, req);
+    receive(in, src, tag_ring);
     call(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
   }
+  // A link probe's byte count, checked against MPI's int counts. Probes carry no header and are not
+  // counted as traffic.
+  static int probe_count(std::size_t probe) {
+    check(probe <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "dist: a ", probe,
+          "-byte link probe exceeds MPI's 2^31 - 1 byte count");
+    return static_cast<int>(probe);
+  }
 
-  // At step s rank r passes part r - 1 - s on to r + 1 and adds part r - 2 - s from r - 1 into its own,
-  // so after size() - 1 steps it holds the whole sum of part r.
+  // The ring's schedule (ring_part): after size() - 1 steps this rank holds the whole sum of its part.
   template <wire_policy W>
   void ring_reduce_scatter(W& w, std::vector<float>& acc) {
     std::vector<std::byte> out, in;
     std::vector<float> got;
     for (int s = 0; s + 1 < size_; ++s) {
-      const chunk give = chunk_of(acc.size(), size_, ((rank_ - 1 - s) % size_ + size_) % size_);
-      const chunk take = chunk_of(acc.size(), size_, ((rank_ - 2 - s) % size_ + 2 * size_) % size_);
+      const chunk give = chunk_of(acc.size(), size_, ring_part(rank_, s, size_));
+      const chunk take = chunk_of(acc.size(), size_, ring_part(rank_ - 1, s, size_));
       pack(w, dtype::f32, std::as_bytes(std::span<const float>(acc.data() + give.first, give.count)), out,
            traffic_pattern::ring);
-      exchange(out, next(), in, prev(), tag_ring);
+      exchange(out, next(), in, prev());
       got.resize(take.count);
       unpack(w, dtype::f32, in, std::as_writable_bytes(std::span<float>(got)), prev());
       for (std::size_t i = 0; i < take.count; ++i) acc[take.first + i] += got[i];
@@ -345,14 +353,14 @@ class communicator {
   template <wire_policy W>
   void ring_allgather(W& w, dtype t, std::span<std::byte> data, const std::vector<chunk>& parts) {
     auto part = [&](int c) {
-      const chunk ch = parts[static_cast<std::size_t>(((c % size_) + size_) % size_)];
+      const chunk ch = parts[static_cast<std::size_t>(c)];
       return data.subspan(ch.first, ch.count);
     };
     std::vector<std::byte> out, in;
     pack(w, t, part(rank_), out, traffic_pattern::ring);
     for (int s = 0; s + 1 < size_; ++s) {
-      exchange(out, next(), in, prev(), tag_ring);
-      unpack(w, t, in, part(rank_ - 1 - s), prev());
+      exchange(out, next(), in, prev());
+      unpack(w, t, in, part(ring_part(rank_, s, size_)), prev());
       std::swap(out, in);
     }
   }

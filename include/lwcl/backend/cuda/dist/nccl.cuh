@@ -126,8 +126,8 @@ class nccl_communicator {
     buffer<backend::cuda> out, in, got(*gpu_, (n / static_cast<std::size_t>(size_) + 1) * sizeof(float));
     const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
     for (int s = 0; s + 1 < size_; ++s) {
-      const chunk give = chunk_of(n, size_, ((rank_ - 1 - s) % size_ + size_) % size_);
-      const chunk take = chunk_of(n, size_, ((rank_ - 2 - s) % size_ + 2 * size_) % size_);
+      const chunk give = chunk_of(n, size_, ring_part(rank_, s, size_));
+      const chunk take = chunk_of(n, size_, ring_part(rank_ - 1, s, size_));
       const std::uint64_t bytes = coder_.encode(dtype::f32, data + give.first, give.count, out);
       const std::uint64_t in_bytes = exchange(out, bytes, next, in, prev, give.count * sizeof(float));
       coder_.decode(dtype::f32, in.data(), in_bytes, got.data(), take.count);
@@ -140,8 +140,8 @@ class nccl_communicator {
     const chunk mine = chunk_of(n, size_, rank_);
     std::uint64_t bytes = coder_.encode(dtype::f32, data + mine.first, mine.count, out);
     for (int s = 0; s + 1 < size_; ++s) {
-      const chunk ch = chunk_of(n, size_, ((rank_ - 1 - s) % size_ + size_) % size_);
-      const chunk sent_part = chunk_of(n, size_, ((rank_ - s) % size_ + size_) % size_);
+      const chunk ch = chunk_of(n, size_, ring_part(rank_, s, size_));
+      const chunk sent_part = chunk_of(n, size_, ring_part(rank_ + 1, s, size_));
       const std::uint64_t in_bytes = exchange(out, bytes, next, in, prev, sent_part.count * sizeof(float));
       coder_.decode(dtype::f32, in.data(), in_bytes, data + ch.first, ch.count);
       std::swap(out, in);
