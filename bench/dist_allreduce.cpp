@@ -14,7 +14,7 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <type_traits>
+#include <string_view>
 #include <vector>
 
 #include "lwcl/core/error.hpp"
@@ -34,30 +34,47 @@ struct row {
   std::uint64_t raw_bytes = 0, wire_bytes = 0, coded_messages = 0, messages = 0;
 };
 
-template <class W>
-row time_allreduce(communicator& c, W& w, const std::vector<float>& mine, int rounds, std::vector<float>& result) {
+// Times `rounds` calls of call(), each after an untimed prepare() of its data and followed by an
+// untimed check(): the best round's time (the slowest rank's in each) and this rank's traffic per call.
+template <class Prepare, class Call, class Check>
+row time_calls(communicator& c, std::string_view wire, std::size_t n, int rounds, Prepare prepare, Call call,
+               Check check) {
   row r;
-  r.wire = std::string(W::name);
-  r.n = mine.size();
-  double best = 1e300;
+  r.wire = std::string(wire);
+  r.n = n;
+  r.seconds = 1e300;
   const traffic before = c.sent();
   for (int k = 0; k < rounds; ++k) {
-    std::vector<float> data = mine;
+    prepare();
     c.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    c.allreduce_sum(w, data);
+    call();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank's time
-    best = std::min(best, s);
-    result = std::move(data);
+    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    r.seconds = std::min(r.seconds, s);
+    check();
   }
   const traffic after = c.sent();
-  r.seconds = best;
   r.raw_bytes = (after.raw_bytes - before.raw_bytes) / static_cast<std::uint64_t>(rounds);
   r.wire_bytes = (after.wire_bytes - before.wire_bytes) / static_cast<std::uint64_t>(rounds);
   r.coded_messages = after.coded_messages - before.coded_messages;
   r.messages = after.messages - before.messages;
   return r;
+}
+
+void print_header(const char* what, int ranks, int rounds) {
+  std::printf("%s on %d ranks; best of %d calls (the slowest rank's time); bytes per call sent by rank 0\n\n"
+              "| values | wire | ms | GB/s of data | raw bytes | wire bytes | wire/raw | coded messages |\n"
+              "|---:|---|---:|---:|---:|---:|---:|---:|\n",
+              what, ranks, rounds);
+}
+
+void print_row(const row& r, std::size_t value_bytes) {
+  std::printf("| %zu | %s | %.3f | %.3f | %llu | %llu | %.3f | %llu of %llu |\n", r.n, r.wire.c_str(), r.seconds * 1e3,
+              static_cast<double>(value_bytes * r.n) / r.seconds / 1e9, static_cast<unsigned long long>(r.raw_bytes),
+              static_cast<unsigned long long>(r.wire_bytes),
+              r.raw_bytes ? static_cast<double>(r.wire_bytes) / static_cast<double>(r.raw_bytes) : 0.0,
+              static_cast<unsigned long long>(r.coded_messages), static_cast<unsigned long long>(r.messages));
 }
 
 std::vector<std::size_t> parse_sizes(const std::string& s) {
@@ -86,34 +103,27 @@ int main(int argc, char** argv) {
     raw_wire raw;
     coded_wire coded;
     adaptive_wire adaptive;
-    if (c.rank() == 0)
-      std::printf("allreduce of f32 on %d ranks; best of %d calls (the slowest rank's time); bytes per call a rank\n\n"
-                  "| values | wire | ms | GB/s of data | raw bytes | wire bytes | wire/raw | coded messages |\n"
-                  "|---:|---|---:|---:|---:|---:|---:|---:|\n",
-                  c.size(), rounds);
+    if (c.rank() == 0) print_header("allreduce of f32", c.size(), rounds);
     for (const std::size_t n : sizes) {
       std::mt19937_64 g(42 + static_cast<std::uint64_t>(c.rank()));
       std::normal_distribution<double> d(0.0, 1e-3 * (1 + c.rank()));
       std::vector<float> mine(n);
       for (auto& x : mine) x = static_cast<float>(d(g));
-      std::vector<float> a, b, e;
-      const row rows[] = {time_allreduce(c, raw, mine, rounds, a), time_allreduce(c, coded, mine, rounds, b),
-                          time_allreduce(c, adaptive, mine, rounds, e)};
-      check(a == b && a == e, "dist_allreduce: the wires' sums differ on rank ", c.rank());
+      std::vector<float> sums[3];
+      auto allreduce = [&](auto& w, std::vector<float>& out) {
+        return time_calls(
+            c, w.name, n, rounds, [&] { out = mine; }, [&] { c.allreduce_sum(w, out); }, [] {});
+      };
+      const row rows[] = {allreduce(raw, sums[0]), allreduce(coded, sums[1]), allreduce(adaptive, sums[2])};
+      check(sums[0] == sums[1] && sums[0] == sums[2], "dist_allreduce: the wires' sums differ on rank ", c.rank());
       if (c.rank() == 0)
-        for (const row& r : rows)
-          std::printf("| %zu | %s | %.3f | %.3f | %llu | %llu | %.3f | %llu of %llu |\n", r.n, r.wire.c_str(), r.seconds * 1e3,
-                      4.0 * static_cast<double>(r.n) / r.seconds / 1e9, static_cast<unsigned long long>(r.raw_bytes),
-                      static_cast<unsigned long long>(r.wire_bytes),
-                      r.raw_bytes ? static_cast<double>(r.wire_bytes) / static_cast<double>(r.raw_bytes) : 0.0,
-                      static_cast<unsigned long long>(r.coded_messages), static_cast<unsigned long long>(r.messages));
+        for (const row& r : rows) print_row(r, 4);
     }
     // bf16 broadcasts (features or weights sent from one rank), where the code saves a third.
-    if (c.rank() == 0)
-      std::printf("\nbroadcast of bf16 from rank 0 on %d ranks; best of %d calls; bytes per call on rank 0\n\n"
-                  "| values | wire | ms | GB/s of data | raw bytes | wire bytes | wire/raw | coded messages |\n"
-                  "|---:|---|---:|---:|---:|---:|---:|---:|\n",
-                  c.size(), rounds);
+    if (c.rank() == 0) {
+      std::printf("\n");
+      print_header("broadcast of bf16 from rank 0", c.size(), rounds);
+    }
     for (const std::size_t n : sizes) {
       std::mt19937_64 g(7);
       std::normal_distribution<double> d(0.0, 1.0);
@@ -122,37 +132,16 @@ int main(int argc, char** argv) {
         const std::uint16_t h = bf16(static_cast<float>(d(g))).bits;
         std::memcpy(root.data() + 2 * i, &h, 2);
       }
-      auto time_broadcast = [&](auto& w) {
-        row r;
-        r.wire = std::string(std::remove_reference_t<decltype(w)>::name);
-        r.n = n;
-        r.seconds = 1e300;
-        const traffic before = c.sent();
-        for (int k = 0; k < rounds; ++k) {
-          std::vector<std::byte> data = c.rank() == 0 ? root : std::vector<std::byte>(root.size());
-          c.barrier();
-          const auto t0 = std::chrono::steady_clock::now();
-          c.broadcast(w, dtype::bf16, data, 0);
-          double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-          r.seconds = std::min(r.seconds, sec);
-          check(data == root, "dist_allreduce: broadcast on the ", r.wire, " wire lost bytes on rank ", c.rank());
-        }
-        const traffic after = c.sent();
-        r.raw_bytes = (after.raw_bytes - before.raw_bytes) / static_cast<std::uint64_t>(rounds);
-        r.wire_bytes = (after.wire_bytes - before.wire_bytes) / static_cast<std::uint64_t>(rounds);
-        r.coded_messages = after.coded_messages - before.coded_messages;
-        r.messages = after.messages - before.messages;
-        return r;
+      auto broadcast = [&](auto& w) {
+        std::vector<std::byte> data;
+        return time_calls(
+            c, w.name, n, rounds, [&] { data = c.rank() == 0 ? root : std::vector<std::byte>(root.size()); },
+            [&] { c.broadcast(w, dtype::bf16, data, 0); },
+            [&] { check(data == root, "dist_allreduce: broadcast on the ", w.name, " wire lost bytes on rank ", c.rank()); });
       };
-      const row rows[] = {time_broadcast(raw), time_broadcast(coded), time_broadcast(adaptive)};
+      const row rows[] = {broadcast(raw), broadcast(coded), broadcast(adaptive)};
       if (c.rank() == 0)
-        for (const row& r : rows)
-          std::printf("| %zu | %s | %.3f | %.3f | %llu | %llu | %.3f | %llu of %llu |\n", r.n, r.wire.c_str(), r.seconds * 1e3,
-                      2.0 * static_cast<double>(r.n) / r.seconds / 1e9, static_cast<unsigned long long>(r.raw_bytes),
-                      static_cast<unsigned long long>(r.wire_bytes),
-                      r.raw_bytes ? static_cast<double>(r.wire_bytes) / static_cast<double>(r.raw_bytes) : 0.0,
-                      static_cast<unsigned long long>(r.coded_messages), static_cast<unsigned long long>(r.messages));
+        for (const row& r : rows) print_row(r, 2);
     }
     if (c.rank() == 0) {
       const auto& h = adaptive.model.rates(dtype::bf16);
