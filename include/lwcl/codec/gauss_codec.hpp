@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -535,13 +534,13 @@ std::size_t check_header(std::span<const std::byte> head, std::size_t payload_by
   return count;
 }
 
-// Where each block's streams start in the payload (one more entry: the payload's end), from its
-// header and directory (`head`: at least the first layout::header + blocks * layout::entry bytes),
-// each entry checked.
+// Where each block's streams start in the payload (one more entry: the payload's end), from the
+// directory of a payload of n elements whose header check_header passed (`head`: at least the first
+// layout::header + blocks * layout::entry bytes), each entry checked.
 template <class F>
-std::vector<std::size_t> stream_offsets(std::span<const std::byte> head, std::size_t payload_bytes) {
+std::vector<std::size_t> stream_offsets(std::span<const std::byte> head, std::size_t payload_bytes, std::size_t n) {
   using L = layout;
-  const std::size_t n = check_header<F>(head, payload_bytes), blocks = blocks_of(n);
+  const std::size_t blocks = blocks_of(n);
   check(head.size() >= L::header + blocks * L::entry, "gauss_codec: directory of ", blocks, " blocks cut short");
   const std::byte* h = head.data();
   const std::size_t streams = L::header + blocks * L::entry + F::plane_bytes(n);
@@ -658,7 +657,7 @@ class gauss_codec {
     const std::size_t n = gauss::check_header<F>(enc, enc.size());
     check(raw.size() % width == 0 && n == raw.size() / width, "gauss_codec: payload holds ", n, " elements, expected ",
           raw.size() / width);
-    const std::vector<std::size_t> offset = gauss::stream_offsets<F>(enc, enc.size());
+    const std::vector<std::size_t> offset = gauss::stream_offsets<F>(enc, enc.size(), n);
     const std::byte* h = enc.data();
     const std::size_t blocks = gauss::blocks_of(n), planes = L::header + blocks * L::entry;
     std::byte* out = raw.data();

@@ -276,7 +276,6 @@ class cuda_gauss_codec {
  public:
   explicit cuda_gauss_codec(backend::cuda& gpu) : gpu_(&gpu) {
     const gauss::tables& t = gauss::code_tables();
-    constexpr std::size_t entries = std::size_t{1} << gauss::table_bits;
     std::vector<gauss::code> codes;
     std::vector<gauss::entry> multi;
     std::vector<std::uint16_t> single;
@@ -288,7 +287,6 @@ class cuda_gauss_codec {
     codes_ = upload(codes.data(), codes.size() * sizeof(gauss::code));
     multi_ = upload(multi.data(), multi.size() * sizeof(gauss::entry));
     single_ = upload(single.data(), single.size() * sizeof(std::uint16_t));
-    static_assert(entries * sizeof(gauss::entry) * gauss::classes < (std::size_t{1} << 20), "tables stay small");
   }
 
   // Replaces `out` with the payload of n elements of `type` at device pointer raw; returns its bytes.
@@ -378,7 +376,7 @@ class cuda_gauss_codec {
     const std::size_t blocks = gauss::blocks_of(n), lanes = blocks * L::lanes;
     head.resize(L::header + blocks * L::entry);
     gpu.to_host(head.data(), encoded, head.size());
-    const std::vector<std::size_t> offset = gauss::stream_offsets<F>(head, encoded_bytes);
+    const std::vector<std::size_t> offset = gauss::stream_offsets<F>(head, encoded_bytes, n);
     if (!blocks) return;
     const std::vector<std::uint64_t> start(offset.begin(), offset.end() - 1);
     buffer<backend::cuda> starts = upload(start.data(), blocks * 8), exponents(gpu, n), bad(gpu, 8);
