@@ -12,10 +12,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,17 +32,47 @@
 namespace lwcl::dist {
 
 // MPI for the life of the object (a program makes one, first thing in main). Errors come back to the
-// communicator, which throws lwcl::error, rather than aborting every rank.
+// communicator, which throws lwcl::error, rather than aborting every rank. A rank that fails must end
+// the whole job: the others may be waiting inside a collective for it, and MPI_Finalize would wait for
+// them in turn. So the session aborts the job (MPI_Abort, every rank killed, mpirun's exit code
+// non-zero) when it is destroyed while an exception unwinds through it, and `abort` does the same for a
+// program that catches the error itself: on a failing rank, print and abort, never return from main.
 class mpi_session {
  public:
-  mpi_session(int& argc, char**& argv) {
+  mpi_session(int& argc, char**& argv) : unwinding_at_start_(std::uncaught_exceptions()) {
     int provided = 0;
     check(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS, "dist: MPI_Init_thread failed");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   }
-  ~mpi_session() { MPI_Finalize(); }
+  ~mpi_session() {
+    if (std::uncaught_exceptions() > unwinding_at_start_) {
+      std::fprintf(stderr, "dist: rank %d is unwinding an exception out of its MPI session: ending the job\n", rank());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Finalize();
+  }
   mpi_session(const mpi_session&) = delete;
   mpi_session& operator=(const mpi_session&) = delete;
+
+  // Ends the whole job from this rank: prints "<program>: rank r: <what>" to stderr, then MPI_Abort
+  // with `code` (non-zero), which ends every rank; mpirun exits non-zero. Does not return.
+  [[noreturn]] void abort(std::string_view program, std::string_view what, int code = 1) const {
+    std::fprintf(stderr, "%.*s: rank %d: %.*s\n", static_cast<int>(program.size()), program.data(), rank(),
+                 static_cast<int>(what.size()), what.data());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
+    std::_Exit(code == 0 ? 1 : code);  // MPI_Abort does not return; if it ever did, the rank still ends
+  }
+
+  static int rank() {
+    int r = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+  }
+
+ private:
+  int unwinding_at_start_;
 };
 
 // Messages and bytes a rank has sent: raw (what the data holds) and on the wire (headers and codes).
