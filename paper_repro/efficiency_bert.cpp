@@ -86,10 +86,20 @@ int main(int argc, char** argv) {
       args.insert(args.end(), pass.begin(), pass.end());
       args.insert(args.end(), {"--ratio", report::format("%g", s.ratio), "--depth", report::format("%g", s.depth), "--out",
                                dir.string()});
-      std::vector<char*> av;
-      for (auto& a : args) av.push_back(a.data());
-      av.push_back(nullptr);
-      if (const int rc = experiments::minilm_main(static_cast<int>(args.size()), av.data()); rc != 0) return rc;
+      // A setting finished before with the same arguments is not run again (minilm_compress writes its
+      // report.json last; the arguments are recorded after it, so a killed setting runs again).
+      std::string command;
+      for (const auto& a : args) command += a + "\n";
+      const fs::path command_file = dir / "run_command.txt";
+      if (fs::exists(dir / "report.json") && fs::exists(command_file) && read_text(command_file) == command) {
+        std::printf("efficiency_bert: %s finished before with the same arguments: not run again\n", dir.string().c_str());
+      } else {
+        std::vector<char*> av;
+        for (auto& a : args) av.push_back(a.data());
+        av.push_back(nullptr);
+        if (const int rc = experiments::minilm_main(static_cast<int>(args.size()), av.data()); rc != 0) return rc;
+        write_text_atomic(command_file, command);
+      }
 
       const pr::json rep = pr::read_json(dir / "report.json");
       sources.push_back((dir / "report.json").string());

@@ -1,160 +1,330 @@
 #!/usr/bin/env bash
 # Runs every table of paper_repro/ in full, or with --quick each in about a minute on small teachers.
-#   bash paper_repro/run_all.sh [--quick] [out]     (out: runs/paper_repro, or runs/paper_repro_quick)
-# First, and not counted in the estimate: the dependencies, the build, the corpora (fetched and
-# tokenised once: data/prepared with every corpus's held-out documents apart, and data/prepared_kjv whose
-# training split is the King James Bible alone) and the teachers (trained once, cached under runs/:
-# the deep gpt2, llama and qwen2 on both corpora and a deep llama on the Bible alone; --quick trains tiny
-# ones in the run directory). Then the tables run in two queues, one per processor, each program
-# single-threaded on its own processor (OMP_NUM_THREADS=1, taskset), as the evidence page's runs did:
-#   processor 0: efficiency_gpt2, pruning_methods on the llama teacher and on the Bible-only llama
-#   processor 1: efficiency_bert, ablation, pruning_methods on the qwen2 teacher
-# Every minute it prints each queue's program and that program's last progress line; each program's
-# output is in <out>/<program>.log and its tables in <out>/<program>/table.md (paper_repro/README.md).
+#   bash paper_repro/run_all.sh [--quick] [--teachers-only] [--only JOB,...] [--build DIR] [--corpus DIR]
+#                               [--data DIR] [--mc-items N] [--args JOB=ARGS]... [out]
+# out: runs/paper_repro (runs/paper_repro_quick with --quick). JOB: a table's name below, or a program's
+# (pruning_methods: its three tables). --build DIR uses that build tree as it is (no install, no build);
+# --corpus and --data name the corpus (data/corpus) and where its tokenised forms and multiple-choice
+# tasks go (data); --mc-items: items a task (400; fewer for a small corpus); --args adds arguments to
+# a job's program (e.g. --args 'efficiency_gpt2=--settings ratio0.5'). Stop it at any moment
+# (Ctrl-C, kill): it ends every process it started, and the same command started again resumes:
+# finished teachers and tables are not run again, and inside a table every finished seed of every
+# setting is read back (the comparison harness's resume), so at most the seeds in progress are lost.
+# Progress, with the time left estimated from the tables measured so far, every minute; each job's
+# output in <out>/<job>.log, its tables in <out>/<job>/table.md.
+#
+# First: the dependencies, the build, the corpora (tokenised once: <data>/prepared with every corpus's
+# held-out documents apart, <data>/prepared_kjv whose training split is the King James Bible alone) and
+# the teachers (the deep gpt2, llama and qwen2 on both corpora and a deep llama on the Bible alone; with
+# --quick tiny ones of 40 steps in <out>/teachers). Tokenised corpora and teachers are also kept in a
+# cache outside the work tree (${LWCL_CACHE_DIR:-~/.cache/lwcl}/prepared, .../teachers, keyed by the
+# data's hash, the family, the preset and the hash of the training or tokenising code), so that a fresh
+# checkout on the same machine reuses them. Then the tables, in two queues, one per processor, each program
+# single-threaded on its own processor (OMP_NUM_THREADS=1, passive OpenMP waiting, taskset):
+#   processor 0: efficiency_gpt2, pruning_methods_llama, pruning_methods_llama_kjv
+#   processor 1: efficiency_bert, ablation, pruning_methods_qwen2
 set -euo pipefail
 cd "$(dirname "$0")/.."
-quick=0
-if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
-suffix=""
-[ $quick = 1 ] && suffix=_quick
-out=${1:-runs/paper_repro$suffix}
+src=$PWD
+quick=0 teachers_only=0 only="" build="" corpus=data/corpus data=data mc_items=400 out=""
+declare -A job_args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=1 ;;
+    --teachers-only) teachers_only=1 ;;
+    --only) only=${2:?run_all: --only needs a list of jobs}; shift ;;
+    --build) build=${2:?run_all: --build needs a build tree}; shift ;;
+    --corpus) corpus=${2:?run_all: --corpus needs a folder}; shift ;;
+    --data) data=${2:?run_all: --data needs a folder}; shift ;;
+    --mc-items) mc_items=${2:?run_all: --mc-items needs a number}; shift ;;
+    --args) [[ ${2:-} == ?*=* ]] || { echo "run_all: --args takes JOB=ARGUMENTS, got '${2:-}'" >&2; exit 2; }
+            job_args[${2%%=*}]=${2#*=}; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "run_all: unknown option '$1' (expected --quick, --teachers-only, --only, --build, --corpus, --data, --mc-items, --args)" >&2
+        exit 2 ;;
+    *) [ -z "$out" ] || { echo "run_all: one output folder, got '$out' and '$1'" >&2; exit 2; }
+       out=$1 ;;
+  esac
+  shift
+done
+[ -n "$out" ] || out=runs/paper_repro$([ $quick = 1 ] && echo _quick || true)
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cache=${LWCL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lwcl}
 start=$SECONDS
 say() { echo "run_all ($(( (SECONDS - start) / 60 )) min): $*"; }
 
-tools/install_deps.sh --corpus --minilm
-cmake --preset host >/dev/null
-cmake --build --preset host -j"$(nproc)" --target prepare_data train_teacher efficiency_gpt2 efficiency_bert \
-  pruning_methods ablation
-x=build/host
-if [ ! -f data/prepared/test.kjv.bin ]; then
-  [ -f data/corpus/manifest.json ] || tools/fetch_corpus.sh data/corpus
-  say "tokenising the corpora into data/prepared"
-  $x/experiments/prepare_data --corpus data/corpus --out data/prepared --vocab 1024
+# ---- the jobs: <name> <queue> <minutes single-threaded in the last full run> <program> <args...> ----------
+# (paper_repro/README.md: efficiency_gpt2 29.9 min, efficiency_bert 32.1, ablation 25.6, pruning_methods
+# 31.6-32.2 a teacher; the teachers about 35 minutes each.)
+all_jobs=(efficiency_gpt2 pruning_methods_llama pruning_methods_llama_kjv efficiency_bert ablation pruning_methods_qwen2)
+declare -A job_queue=([efficiency_gpt2]=0 [pruning_methods_llama]=0 [pruning_methods_llama_kjv]=0
+                      [efficiency_bert]=1 [ablation]=1 [pruning_methods_qwen2]=1)
+declare -A job_minutes=([efficiency_gpt2]=30 [pruning_methods_llama]=32 [pruning_methods_llama_kjv]=32
+                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=32)
+jobs=()
+if [ -z "$only" ]; then
+  jobs=("${all_jobs[@]}")
+else
+  IFS=',' read -r -a wanted <<<"$only"
+  for w in "${wanted[@]}"; do
+    found=0
+    for j in "${all_jobs[@]}"; do
+      if [ "$j" = "$w" ] || [[ $j == "$w"_* ]]; then
+        [[ " ${jobs[*]} " == *" $j "* ]] || jobs+=("$j")
+        found=1
+      fi
+    done
+    [ $found = 1 ] || { echo "run_all: --only names '$w', which is neither a job (${all_jobs[*]}) nor a program of one" >&2
+                        exit 2; }
+  done
 fi
-if [ ! -f data/prepared_kjv/test.austen.bin ]; then
-  say "tokenising the corpora into data/prepared_kjv (training split: the King James Bible alone)"
-  $x/experiments/prepare_data --corpus data/corpus --out data/prepared_kjv --vocab 1024 --train-corpus kjv
+for j in "${!job_args[@]}"; do
+  [[ " ${all_jobs[*]} " == *" $j "* ]] || { echo "run_all: --args names the job '$j' (expected one of ${all_jobs[*]})" >&2; exit 2; }
+done
+# The teachers each job needs (names of the list below).
+declare -A job_teachers=([efficiency_gpt2]=deep_gpt2 [ablation]=deep_gpt2 [pruning_methods_llama]=deep_llama
+                         [pruning_methods_llama_kjv]=deep_llama_kjv [pruning_methods_qwen2]=deep_qwen2 [efficiency_bert]="")
+# <name> <family> <data folder> <queue>
+teachers=("deep_gpt2 gpt2 $data/prepared 0" "deep_llama llama $data/prepared 0" "deep_qwen2 qwen2 $data/prepared 1"
+          "deep_llama_kjv llama $data/prepared_kjv 1")
+
+# ---- every process this script starts in the background, ended with it (tools/bg_jobs.sh) -----------
+# shellcheck source=../tools/bg_jobs.sh
+source tools/bg_jobs.sh
+
+# ---- dependencies, build, corpora ------------------------------------------------------------------
+if [ -z "$build" ]; then
+  tools/install_deps.sh --corpus --minilm
+  cmake --preset host >/dev/null
+  cmake --build --preset host -j"$(nproc)" --target prepare_data train_teacher efficiency_gpt2 efficiency_bert \
+    pruning_methods ablation
+  build=build/host
 fi
-if [ ! -f data/mc/austen_next_sentence.test.jsonl ]; then
-  say "writing the multiple-choice tasks into data/mc"
-  python3 tools/make_mc_tasks.py --corpus data/corpus --out data/mc
+build=$(cd "$build" && pwd)
+x=$build/experiments p=$build/paper_repro
+for prog in "$x/prepare_data" "$x/train_teacher" "$p/efficiency_gpt2" "$p/efficiency_bert" "$p/pruning_methods" \
+            "$p/ablation"; do
+  [ -x "$prog" ] || { echo "run_all: $prog is not built (cmake --build --preset host)" >&2; exit 2; }
+done
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }  # hash_of <files...>
+code_hash() { find "$@" -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16; }  # code_hash <paths...>
+# The code a cached teacher or tokenised corpus depends on, by content: a change to it trains or
+# tokenises again (a change elsewhere, say a faster kernel, keeps what is cached).
+train_code=$(code_hash include/lwcl/train experiments/train_teacher.cpp)
+data_code=$(code_hash include/lwcl/data include/lwcl/model/tokenizer experiments/prepare_data.cpp)
+
+if [ ! -f "$corpus/manifest.json" ]; then
+  [ "$corpus" = data/corpus ] || { echo "run_all: $corpus has no manifest.json (tools/fetch_corpus.sh writes one)" >&2; exit 2; }
+  tools/fetch_corpus.sh "$corpus"
+fi
+corpus_hash=$(cd "$corpus" && find . -type f -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)
+# prepare <folder> [prepare_data options]: tokenised once, through the cache.
+prepare() {
+  local dir=$1 key entry
+  shift
+  [ -f "$dir/done.json" ] && return 0
+  key=$(echo "$corpus_hash $* $data_code" | sha256sum | cut -c1-16)
+  entry=$cache/prepared/$key
+  if [ -f "$entry/done.json" ]; then
+    say "tokenised corpus $dir from the cache ($entry)"
+    rm -rf "$dir.tmp" && mkdir -p "$(dirname "$dir")" && cp -a "$entry" "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    return 0
+  fi
+  say "tokenising the corpus into $dir ($*)"
+  rm -rf "$dir"
+  in_background "$x/prepare_data" --corpus "$corpus" --out "$dir" --vocab 1024 "$@" > "$out/prepare_$(basename "$dir").log" 2>&1
+  wait_for "$bg" || { echo "run_all: prepare_data for $dir failed, see $out/prepare_$(basename "$dir").log" >&2; exit 1; }
+  echo "{\"corpus_hash\": \"$corpus_hash\", \"options\": \"$*\"}" > "$dir/done.json.tmp" && mv "$dir/done.json.tmp" "$dir/done.json"
+  mkdir -p "$cache/prepared" && rm -rf "$entry.tmp.$$" && cp -a "$dir" "$entry.tmp.$$" && mv -T "$entry.tmp.$$" "$entry" 2>/dev/null ||
+    rm -rf "$entry.tmp.$$"
+}
+prepare "$data/prepared"
+prepare "$data/prepared_kjv" --train-corpus kjv
+if [ ! -f "$data/mc/austen_next_sentence.test.jsonl" ]; then
+  say "writing the multiple-choice tasks into $data/mc"
+  python3 tools/make_mc_tasks.py --corpus "$corpus" --out "$data/mc" --items "$mc_items"
 fi
 
-# The teachers: <name> <family> <data>. Full mode trains them in two queues, one per processor, each
-# single-threaded (the deep teachers' shapes gain little from a second thread), and prints each
-# queue's last progress line every minute.
-teachers=("deep_gpt2 gpt2 data/prepared" "deep_llama llama data/prepared" "deep_qwen2 qwen2 data/prepared"
-          "deep_llama_kjv llama data/prepared_kjv")
+# ---- the teachers ----------------------------------------------------------------------------------
+needed_teachers=()
+for j in "${jobs[@]}"; do
+  for t in ${job_teachers[$j]}; do [[ " ${needed_teachers[*]} " == *" $t "* ]] || needed_teachers+=("$t"); done
+done
+[ $teachers_only = 0 ] || needed_teachers=(deep_gpt2 deep_llama deep_qwen2 deep_llama_kjv)
 tdir() { if [ $quick = 1 ]; then echo "$out/teachers/$1"; else echo "runs/teacher_$1"; fi; }
-train() {  # train <processor> <name> <family> <data>
-  local cpu=$1 name=$2 family=$3 data=$4 dir
-  dir=$(tdir "$name")
-  [ -f "$dir/report.json" ] && return 0  # written last: a finished teacher
-  if [ $quick = 1 ]; then
-    say "training the teacher $dir"
-    $x/experiments/train_teacher --data "$data" --preset tiny --family "$family" --steps 40 --out "$dir" --quiet
-  else
-    echo "teacher_$name" > "$out/.tqueue$cpu"
-    mkdir -p "$dir"
-    OMP_NUM_THREADS=1 taskset -c "$cpu" $x/experiments/train_teacher --data "$data" --preset deep \
-      --family "$family" --out "$dir" > "$out/teacher_$name.log" 2>&1 ||
-      { echo "run_all: teacher $name failed, see $out/teacher_$name.log" >&2; return 1; }
-  fi
+teacher_args() {  # teacher_args <family> <data>
+  if [ $quick = 1 ]; then echo "--data $2 --preset tiny --family $1 --steps 40 --quiet"
+  else echo "--data $2 --preset deep --family $1"; fi
 }
-# watch <marker prefix> <pattern> <pid> <pid>: until both processes end, every minute prints each
-# queue's current job (named in <out>/<prefix><processor>) and the last line of its log that matches
-# <pattern> (carriage-return progress lines split), then waits for both; fails when either failed.
+# The cache entry of a teacher: its family, preset and steps, the data's hash and the training code.
+teacher_entry() {  # teacher_entry <family> <data>
+  echo "$cache/teachers/$(echo "$(teacher_args "$1" "$2" | sed "s|--data [^ ]*||") $(hash_of "$2/train.bin" "$2"/tokenizer/*) $train_code" |
+                           sha256sum | cut -c1-16)"
+}
+# train_one <queue> <name> <family> <data>: a teacher is finished when its report.json is there
+# (train_teacher writes it last); train_teacher resumes from its own checkpoints when restarted.
+train_one() {
+  local cpu=$1 name=$2 family=$3 tdata=$4 dir entry
+  dir=$(tdir "$name")
+  [ -f "$dir/report.json" ] && return 0
+  entry=$(teacher_entry "$family" "$tdata")
+  if [ -f "$entry/report.json" ]; then
+    echo "teacher $name from the cache ($entry)"
+    rm -rf "$dir.tmp" && mkdir -p "$(dirname "$dir")" && cp -a "$entry" "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    return 0
+  fi
+  mkdir -p "$dir"
+  # shellcheck disable=SC2046
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c "$cpu" "$x/train_teacher" $(teacher_args "$family" "$tdata") \
+    --out "$dir" || { echo "run_all: teacher $name failed" >&2; return 1; }
+  mkdir -p "$cache/teachers" && rm -rf "$entry.tmp.$$" && cp -a "$dir" "$entry.tmp.$$" &&
+    mv -T "$entry.tmp.$$" "$entry" 2>/dev/null || rm -rf "$entry.tmp.$$"
+}
+tqueue() {  # tqueue <queue>: this queue's needed teachers, one after the other
+  set +m
+  local q=$1 t name family tdata tq
+  for t in "${teachers[@]}"; do
+    read -r name family tdata tq <<<"$t"
+    if [ "$(nproc)" -ge 2 ] && [ "$tq" != "$q" ]; then continue; fi  # on one processor, queue 0 has them all
+    [[ " ${needed_teachers[*]} " == *" $name "* ]] || continue
+    echo "teacher_$name" > "$out/.tqueue$q"
+    train_one "$q" "$name" "$family" "$tdata" >> "$out/teacher_$name.log" 2>&1 || return 1
+  done
+  echo done > "$out/.tqueue$q"
+}
+
+# ---- progress ---------------------------------------------------------------------------------------
+# watch <marker prefix> <pattern> <pids...>: until every queue ends, every minute prints each queue's
+# current job (named in <out>/<prefix><queue>), the last line of its log that matches <pattern>, and
+# the time left; then waits for them; fails when any failed.
 watch() {
-  local prefix=$1 pattern=$2 p0=$3 p1=$4 k name last rc=0
-  while kill -0 "$p0" 2>/dev/null || kill -0 "$p1" 2>/dev/null; do
-    sleep 60 &
+  local prefix=$1 pattern=$2 k name last rc=0 pid alive printed=$SECONDS
+  shift 2
+  while :; do
+    alive=0
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive = 1 ] || break
+    sleep 2 < /dev/null &
     wait $! || true
+    [ $((SECONDS - printed)) -ge 60 ] || continue
+    printed=$SECONDS
     for k in 0 1; do
       [ -f "$out/$prefix$k" ] || continue
       name=$(cat "$out/$prefix$k")
       [ "$name" = done ] && continue
       last=$(tr '\r' '\n' < "$out/$name.log" 2>/dev/null | grep -a -- "$pattern" | tail -1 | sed 's/^######## //')
-      say "processor $k: $name: ${last:-starting}"
+      say "queue $k: $name: ${last:-starting}"
     done
+    [ "$prefix" = .queue ] && say "$(time_left)"
   done
-  wait "$p0" || rc=1
-  [ "$p1" = "$p0" ] || wait "$p1" || rc=1
+  for pid in "$@"; do wait "$pid" || rc=1; done
   rm -f "$out/${prefix}0" "$out/${prefix}1"
   return $rc
 }
-tqueue() {  # tqueue <processor> <teacher index>...
-  local cpu=$1 i
-  shift
-  for i in "$@"; do
-    # shellcheck disable=SC2086
-    train "$cpu" ${teachers[$i]} || return 1
+# The time left: the last full run's minutes of the jobs not finished, scaled by how this run's finished
+# jobs compare with theirs, shared over the queues.
+time_left() {
+  local j done_n=0 measured=0 planned=0 left0=0 left1=0 s scale
+  for j in "${jobs[@]}"; do
+    if [ -f "$out/$j/run_all.done" ]; then
+      done_n=$((done_n + 1))
+      s=$(sed -n 's/^seconds //p' "$out/$j/run_all.done")
+      if [ -n "$s" ] && [ "$s" -gt 0 ]; then measured=$((measured + s)); planned=$((planned + ${job_minutes[$j]} * 60)); fi
+    elif [ "${job_queue[$j]}" = 0 ]; then left0=$((left0 + ${job_minutes[$j]}))
+    else left1=$((left1 + ${job_minutes[$j]})); fi
   done
-  echo done > "$out/.tqueue$cpu"
-}
-if [ $quick = 1 ] || [ "$(nproc)" -lt 2 ]; then
-  tqueue 0 0 1 2 3
-  rm -f "$out/.tqueue0"
-else
-  pending=0
-  for t in "${teachers[@]}"; do read -r name _ <<<"$t"; [ -f "$(tdir "$name")/report.json" ] || pending=1; done
-  if [ $pending = 1 ]; then
-    say "training the teachers in two queues (about 35 minutes each, single-threaded)"
-    tqueue 0 0 1 & tp0=$!
-    tqueue 1 2 3 & tp1=$!
-    watch .tqueue . "$tp0" "$tp1" || { echo "run_all: a teacher failed (see the logs in $out)" >&2; exit 1; }
+  if [ "$planned" -gt 0 ]; then
+    scale=$(awk -v m="$measured" -v p="$planned" 'BEGIN { printf "%.3f", m / p }')
+    awk -v a="$left0" -v b="$left1" -v s="$scale" -v d="$done_n" -v n="${#jobs[@]}" -v c="$(nproc)" 'BEGIN {
+      l = (c >= 2 ? (a > b ? a : b) : a + b) * s
+      printf "%d of %d tables done; about %.0f min left (the finished ones took %.2fx the last full run)", d, n, l, s }'
+  else
+    awk -v a="$left0" -v b="$left1" -v d="$done_n" -v n="${#jobs[@]}" -v c="$(nproc)" -v q="$quick" 'BEGIN {
+      l = (c >= 2 ? (a > b ? a : b) : a + b)
+      if (q == 1) printf "%d of %d tables done (quick mode: minutes, no estimate before the first table ends)", d, n
+      else printf "%d of %d tables done; about %.0f min left (the last full run'"'"'s times; measured after the first table)", d, n, l }'
   fi
+}
+
+if [ ${#needed_teachers[@]} -gt 0 ]; then
+  say "the teachers: ${needed_teachers[*]} (each about 35 minutes single-threaded in full mode, once: then cached)"
+  pids=()
+  if [ "$(nproc)" -ge 2 ]; then
+    in_background tqueue 0; pids+=("$bg")
+    in_background tqueue 1; pids+=("$bg")
+  else
+    in_background tqueue 0; pids+=("$bg")
+  fi
+  watch .tqueue . "${pids[@]}" || { echo "run_all: a teacher failed (see $out/teacher_*.log)" >&2; exit 1; }
+fi
+if [ $teachers_only = 1 ]; then
+  say "the teachers are ready ($(for t in "${needed_teachers[@]}"; do printf '%s ' "$(tdir "$t")"; done))"
+  exit 0
 fi
 
+# ---- the tables -------------------------------------------------------------------------------------
 q=(); [ $quick = 1 ] && q=(--quick)
 # Zero-shot multiple choice on the test split's tasks (lm-eval's protocol), beside perplexity.
-mc=(--mc data/mc/kjv_next_verse.test.jsonl,data/mc/austen_next_sentence.test.jsonl --mc-limit "$([ $quick = 1 ] && echo 10 || echo 100)")
-p=$x/paper_repro
-run() {  # run <processor> <name> <program> <args...>
-  local cpu=$1 name=$2 prog=$3
-  shift 3
+mc=(--mc "$data/mc/kjv_next_verse.test.jsonl,$data/mc/austen_next_sentence.test.jsonl"
+    --mc-limit "$([ $quick = 1 ] && echo 10 || echo 100)")
+job_command() {  # job_command <job>: the program and its arguments, one per line
+  local splits=(--eval-splits test.kjv,test.austen)
+  case $1 in
+    efficiency_gpt2) printf '%s\n' "$p/efficiency_gpt2" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" "${mc[@]}" ;;
+    pruning_methods_llama) printf '%s\n' "$p/pruning_methods" "${q[@]}" --teachers "$(tdir deep_llama)" --data "$data/prepared" \
+                             "${splits[@]}" "${mc[@]}" ;;
+    pruning_methods_llama_kjv) printf '%s\n' "$p/pruning_methods" "${q[@]}" --data "$data/prepared" \
+                                 --teachers "$(tdir deep_llama_kjv)@$data/prepared_kjv" "${splits[@]}" "${mc[@]}" ;;
+    pruning_methods_qwen2) printf '%s\n' "$p/pruning_methods" "${q[@]}" --teachers "$(tdir deep_qwen2)" --data "$data/prepared" \
+                             "${splits[@]}" "${mc[@]}" ;;
+    efficiency_bert) printf '%s\n' "$p/efficiency_bert" "${q[@]}" --corpus "$corpus" ;;
+    ablation) printf '%s\n' "$p/ablation" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" ;;
+  esac
+  # shellcheck disable=SC2086
+  [ -z "${job_args[$1]:-}" ] || printf '%s\n' ${job_args[$1]}
+  printf '%s\n' --out "$out/$1"
+}
+# run_job <queue> <job>: skipped when it finished before with the same command; otherwise run (the
+# program itself skips the seeds it finished before), then marked finished with its command and seconds.
+run_job() {
+  local cpu=$1 name=$2 cmd t0 marker
+  mapfile -t cmd < <(job_command "$name")
+  marker=$out/$name/run_all.done
+  if [ -f "$marker" ] && [ "$(sed -n 's/^command //p' "$marker")" = "${cmd[*]}" ]; then
+    echo "$name finished before with the same command: not run again" >> "$out/$name.log"
+    return 0
+  fi
   echo "$name" > "$out/.queue$cpu"
-  echo "run_all command: OMP_NUM_THREADS=1 taskset -c $cpu $p/$prog ${q[*]} $* --out $out/$name" > "$out/$name.log"
-  OMP_NUM_THREADS=1 taskset -c "$cpu" "$p/$prog" "${q[@]}" "$@" --out "$out/$name" >> "$out/$name.log" 2>&1 ||
+  echo "run_all command: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c $cpu ${cmd[*]}" >> "$out/$name.log"
+  t0=$SECONDS
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c "$cpu" "${cmd[@]}" >> "$out/$name.log" 2>&1 ||
     { echo "run_all: $name failed, see $out/$name.log" >&2; return 1; }
+  mkdir -p "$out/$name"
+  printf 'command %s\nseconds %d\nfinished %s\n' "${cmd[*]}" $((SECONDS - t0)) "$(date -u +%FT%TZ)" > "$marker.tmp"
+  mv "$marker.tmp" "$marker"
 }
-# Single-threaded times of the last full run (paper_repro/README.md, the programs' defaults):
-# efficiency_gpt2 29.9 min (40-second budgets), efficiency_bert 32.1 (40-second budgets, pools of 1000
-# sentences), ablation 25.6, pruning_methods 31.6-32.2 a teacher (30 runs of two 10-second recoveries,
-# each student scored on both corpora's test documents and the multiple-choice tasks): the queues below
-# took 93.7 and 89.3 minutes.
-queue0() {
-  run 0 efficiency_gpt2 efficiency_gpt2 --teacher "$(tdir deep_gpt2)" "${mc[@]}" &&
-  run 0 pruning_methods_llama pruning_methods --teachers "$(tdir deep_llama)" --eval-splits test.kjv,test.austen \
-    "${mc[@]}" &&
-  run 0 pruning_methods_llama_kjv pruning_methods --teachers "$(tdir deep_llama_kjv)@data/prepared_kjv" \
-    --eval-splits test.kjv,test.austen "${mc[@]}"
-  local rc=$?
-  echo done > "$out/.queue0"
-  return $rc
+queue() {  # queue <queue>: this queue's jobs, one after the other
+  set +m
+  local k=$1 j
+  for j in "${jobs[@]}"; do
+    if [ "$(nproc)" -ge 2 ]; then [ "${job_queue[$j]}" = "$k" ] || continue; fi
+    run_job "$([ "$(nproc)" -ge 2 ] && echo "$k" || echo 0)" "$j" || return 1
+  done
+  echo done > "$out/.queue$k"
 }
-queue1() {
-  run 1 efficiency_bert efficiency_bert --corpus data/corpus &&
-  run 1 ablation ablation --teacher "$(tdir deep_gpt2)" &&
-  run 1 pruning_methods_qwen2 pruning_methods --teachers "$(tdir deep_qwen2)" --eval-splits test.kjv,test.austen \
-    "${mc[@]}"
-  local rc=$?
-  echo done > "$out/.queue1"
-  return $rc
-}
-cpus=$(nproc)
-say "running the tables ($([ $quick = 1 ] && echo quick || echo "full: about 95 minutes on 2 processors"))"
+say "running the tables: ${jobs[*]} ($([ $quick = 1 ] && echo quick || echo "full: $(time_left)"))"
 tables_start=$SECONDS
-if [ "$cpus" -ge 2 ]; then
-  queue0 & pid0=$!
-  queue1 & pid1=$!
+pids=()
+if [ "$(nproc)" -ge 2 ]; then
+  in_background queue 0; pids+=("$bg")
+  in_background queue 1; pids+=("$bg")
 else
-  (queue0 && queue1) & pid0=$!
-  pid1=$pid0
+  in_background queue 0; pids+=("$bg")
 fi
-watch .queue '########' "$pid0" "$pid1" || { echo "run_all: a table failed (see the logs in $out)" >&2; exit 1; }
+watch .queue '########' "${pids[@]}" || { echo "run_all: a table failed (see the logs in $out)" >&2; exit 1; }
 say "the tables took $(( (SECONDS - tables_start) / 60 )) min; every table: $out/*/table.md"
-for f in "$out"/*/table.md; do
+for j in "${jobs[@]}"; do
   echo
-  cat "$f"
+  cat "$out/$j/table.md"
 done

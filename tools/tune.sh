@@ -3,7 +3,10 @@
 # on the deep teacher of <family> with the common <flags>, under <budget> seconds per method. Each
 # setting is NAME="its own flags" (e.g. kd0.2="--only lwcl --final-kd-share 0.2"), run in <out>/NAME/
 # with its flags in <out>/NAME.flags; the settings are shared out over the processors, one run per
-# processor at a time (OMP_NUM_THREADS=1, taskset), and a setting already finished is not run again.
+# processor at a time (OMP_NUM_THREADS=1, passive OpenMP waiting, taskset). A setting finished before with
+# the same command is not run again, and inside a setting lwcl_vs_kd reads back every seed it finished
+# before (the comparison harness's resume): stopping the sweep at any moment (which ends the queues and
+# their programs, tools/bg_jobs.sh) and starting it again loses at most the seeds in progress.
 # LWCL_VS_KD names another build of the program (one that a rebuild of build/host leaves alone).
 # Then tools/tune_table.py picks each method's setting on the validation sample and reports the test split.
 #   tools/tune.sh <family> "<flags>" <budget seconds> <out> NAME="<flags>"...
@@ -13,17 +16,23 @@ family=$1 flags=$2 budget=$3 out=$4
 shift 4
 mkdir -p "$out"
 cpus=$(nproc)
+# shellcheck source=bg_jobs.sh
+source tools/bg_jobs.sh
 run_queue() {  # cpu, then the settings this processor runs one after the other
-  local cpu=$1 setting name extra dir
+  set +m
+  local cpu=$1 setting name extra dir command
   shift
   for setting in "$@"; do
     name=${setting%%=*} extra=${setting#*=}
     dir="$out/$name"
-    if [ -f "$dir/report.json" ] && grep -q '"seeds"' "$dir/report.json"; then continue; fi
+    command="${LWCL_VS_KD:-build/host/experiments/lwcl_vs_kd} --teacher runs/teacher_deep_$family --budget $budget $flags $extra --seeds 3 --test-split --out $dir"
+    if [ -f "$dir/report.json" ] && grep -q '"seeds"' "$dir/report.json" && [ "$(cat "$dir.command" 2>/dev/null)" = "$command" ]; then
+      continue
+    fi
     echo "$extra" > "$dir.flags"
+    echo "$command" > "$dir.command"
     # shellcheck disable=SC2086
-    OMP_NUM_THREADS=1 taskset -c "$cpu" "${LWCL_VS_KD:-build/host/experiments/lwcl_vs_kd}" --teacher "runs/teacher_deep_$family" \
-      --budget "$budget" $flags $extra --seeds 3 --test-split --out "$dir" > "$dir.log" 2>&1 ||
+    OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c "$cpu" $command >> "$dir.log" 2>&1 ||
       echo "tune.sh: $name failed (see $dir.log)" >&2
   done
 }
@@ -35,7 +44,7 @@ for ((c = 0; c < cpus; ++c)); do
     if (( i % cpus == c )); then mine+=("$setting"); fi
     i=$((i + 1))
   done
-  if [ ${#mine[@]} -gt 0 ]; then run_queue "$c" "${mine[@]}" & pids+=($!); fi
+  if [ ${#mine[@]} -gt 0 ]; then in_background run_queue "$c" "${mine[@]}"; pids+=("$bg"); fi
 done
-[ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"
+for p in "${pids[@]}"; do wait_for "$p" || true; done
 python3 tools/tune_table.py "$out"/*/

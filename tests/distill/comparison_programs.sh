@@ -253,3 +253,41 @@ for name in ("lwcl", "e2e_kd"):
 assert "| lwcl |" in open(os.path.join(work, "seeds", "table.md")).read()
 print("comparison_programs: 5 programs, their reports and refusals, the quality curves, depth pruning and the seeds harness checked")
 PY
+
+# Resume over seeds: the seeds run killed after its first two seeds (seed_2's report.json and the summary
+# gone) and started again with the same command reads seeds 0 and 1 back, runs seed 2, and writes the
+# uninterrupted run's summary (step budgets: the same numbers to the bit). A seed whose config.json
+# differs from the run's (an option changed) runs again.
+cp "$work/seeds/report.json" "$work/seeds_uninterrupted.json"
+cp "$work/seeds/table.md" "$work/seeds_uninterrupted.md"
+rm "$work/seeds/report.json" "$work/seeds/seed_2/report.json"
+"$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds_resumed.txt"
+python3 - "$work/seeds/config.json" "$work/seeds/seed_0/config.json" <<'PY'
+import json, sys
+src, dst = sys.argv[1], sys.argv[2]
+c = json.load(open(src))
+c["lr"] = c["lr"] * 2  # as if seed 0 had run with another learning rate
+json.dump(c, open(dst, "w"), indent=2)
+PY
+"$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds_changed.txt"
+python3 - "$work" <<'PY'
+import json, os, sys
+work = sys.argv[1]
+def skipped(f):
+    text = open(os.path.join(work, f)).read()
+    return sorted(k for k in range(3) if f"seeds/seed_{k} finished before with the same configuration" in text)
+assert skipped("seeds_resumed.txt") == [0, 1], skipped("seeds_resumed.txt")
+assert skipped("seeds_changed.txt") == [1, 2], skipped("seeds_changed.txt")
+want = {m["name"]: m for m in json.load(open(os.path.join(work, "seeds_uninterrupted.json")))["methods"]}
+got = {m["name"]: m for m in json.load(open(os.path.join(work, "seeds", "report.json")))["methods"]}
+assert list(got) == list(want), (list(got), list(want))
+for name in want:
+    for key in ("val_ppl", "err_last", "tokens", "peak_compute_bytes"):
+        assert got[name][key]["values"] == want[name][key]["values"], (name, key, got[name][key], want[name][key])
+# The table's own columns survive a resume (read back from the seeds' report.json).
+def cost_header(f):
+    return open(os.path.join(work, f)).read().split("\n| method |")[2].split("\n")[0]
+assert cost_header("seeds/table.md") == cost_header("seeds_uninterrupted.md"), (cost_header("seeds/table.md"),
+                                                                               cost_header("seeds_uninterrupted.md"))
+print("comparison_programs: a resumed seeds run skips its finished seeds and writes the uninterrupted summary")
+PY

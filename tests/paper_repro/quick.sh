@@ -80,7 +80,16 @@ for prog in "${programs[@]}"; do
     efficiency_bert)
       # One setting here (the 3-layer student, the cheaper): the real MiniLM is the slowest of these tests.
       "$p/efficiency_bert" --quick --settings depth0.5 --corpus "$work/corpus" --out "$work/efficiency_bert" \
-        > "$work/efficiency_bert.txt" ;;
+        > "$work/efficiency_bert.txt"
+      # Started again with the same arguments: the finished setting is read back, not run again, and
+      # the same table is written.
+      cp "$work/efficiency_bert/tables.json" "$work/efficiency_bert_first.json"
+      "$p/efficiency_bert" --quick --settings depth0.5 --corpus "$work/corpus" --out "$work/efficiency_bert" \
+        > "$work/efficiency_bert_again.txt"
+      grep -q "depth0.5 finished before with the same arguments: not run again" "$work/efficiency_bert_again.txt" ||
+        { echo "quick.sh: efficiency_bert ran its finished setting again" >&2; exit 1; }
+      python3 -c 'import json, sys; a, b = (json.load(open(f))["tables"] for f in sys.argv[1:]); assert a == b' \
+        "$work/efficiency_bert_first.json" "$work/efficiency_bert/tables.json" ;;
     *) echo "quick.sh: unknown program $prog" >&2; exit 2 ;;
   esac
 done

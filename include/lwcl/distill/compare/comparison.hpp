@@ -237,6 +237,7 @@ class comparison {
           std::printf("\n==== %s: seed %llu (%d of %d)\n", program_.c_str(), static_cast<unsigned long long>(opt_.seed),
                       k + 1, opt_.seeds);
         }
+        if (resume_finished_seed()) continue;
         start();
         if constexpr (std::is_void_v<std::invoke_result_t<Body&>>) body();
         else rc = body();
@@ -417,6 +418,12 @@ class comparison {
   }
 
   nlohmann::ordered_json config_json() const;
+
+  // A seed (or a run of one seed) that a killed or earlier run finished: its report.json is there and its
+  // config.json is what this run would write. Such a seed is not run again; with --seeds > 1 its rows are
+  // read back for the summary. Every file is written whole (temporary name, then rename), so a seed is
+  // either finished or run again from its start; a changed option runs it again.
+  bool resume_finished_seed();
 
   void write_plot(const comparison_detail::plot_request& p, const std::vector<method_row>& rows) const;
 
@@ -779,6 +786,34 @@ nlohmann::ordered_json comparison<Backend, Criterion>::config_json() const {
 }
 
 template <class Backend, policies::pruning_criterion Criterion>
+bool comparison<Backend, Criterion>::resume_finished_seed() {
+  namespace fs = std::filesystem;
+  const fs::path dir(opt_.out), report_path = dir / "report.json", config_path = dir / "config.json";
+  if (!fs::exists(report_path) || !fs::exists(config_path)) return false;
+  nlohmann::ordered_json done, rep;
+  try {
+    done = nlohmann::ordered_json::parse(read_text(config_path.string()));
+    rep = nlohmann::ordered_json::parse(read_text(report_path.string()));
+  } catch (const nlohmann::json::exception&) {
+    return false;  // not lwcl's (files are written whole): run the seed again, which rewrites them
+  }
+  nlohmann::ordered_json want = config_json();
+  want["teacher_model"] = (fs::path(opt_.teacher) / "model").string();  // what start() will load
+  if (done != want || !rep.contains("methods") || !rep.at("methods").is_array() || rep.at("methods").empty()) return false;
+  std::vector<method_row> rows;
+  for (const auto& m : rep.at("methods")) rows.push_back(method_row::from_json(m));
+  if (opt_.seeds > 1) {
+    per_seed_.emplace_back(opt_.seed, std::move(rows));
+    if (seed_columns_.empty() && rep.contains("table_columns"))
+      seed_columns_ = rep.at("table_columns").template get<std::vector<std::string>>();
+    if (rep.contains("val_protocol")) protocol_ = rep.at("val_protocol").template get<std::string>();
+  }
+  std::printf("%s: %s finished before with the same configuration (config.json, report.json): not run again\n",
+              program_.c_str(), dir.string().c_str());
+  return true;
+}
+
+template <class Backend, policies::pruning_criterion Criterion>
 void comparison<Backend, Criterion>::write_plot(const comparison_detail::plot_request& p,
                                                const std::vector<method_row>& rows) const {
   report::chart chart;
@@ -882,6 +917,7 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
   if (opt_.test_split) rep["test_protocol"] = test_.protocol();
   for (const auto& [k, v] : report_.items()) rep[k] = v;
   rep["identical_students"] = identical;
+  rep["table_columns"] = columns_;  // read back when a later run resumes over this seed
   rep["wall_seconds_total"] = seconds_so_far;
   nlohmann::ordered_json methods = nlohmann::ordered_json::array();
   std::vector<std::pair<std::string, std::vector<double>>> curves;

@@ -43,6 +43,25 @@ struct method_row {
     for (const auto& [k, v] : details.items()) j[k] = v;
     return j;
   }
+
+  // The row to_json wrote (report.json's "methods"): the fixed fields back in place, every other key a
+  // detail, so a finished seed read back summarises exactly as when it ran.
+  static method_row from_json(const nlohmann::ordered_json& j) {
+    method_row r;
+    for (const auto& [k, v] : j.items()) {
+      if (k == "name") r.name = v.get<std::string>();
+      else if (k == "val_ppl") r.val_ppl = v.get<double>();
+      else if (k == "peak_compute_bytes") r.peak_compute_bytes = v.get<double>();
+      else if (k == "run_peak_compute_bytes") r.run_peak_compute_bytes = v.get<double>();
+      else if (k == "peak_cache_bytes") r.peak_cache_bytes = v.get<double>();
+      else if (k == "peak_resident_bytes") r.peak_resident_bytes = v.get<double>();
+      else if (k == "wall_seconds") r.wall_seconds = v.get<double>();
+      else if (k == "tokens") r.tokens = v.get<long>();
+      else if (k == "cumulative_error") r.cumulative_error = v.get<std::vector<double>>();
+      else r.details[k] = v;
+    }
+    return r;
+  }
 };
 
 namespace table_detail {
