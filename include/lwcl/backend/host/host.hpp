@@ -1,6 +1,7 @@
 #pragma once
 // backend::host: runs LWCL_HD functors with OpenMP and GEMMs through a provider policy (OpenBLAS by
-// default). Memory is 64-byte aligned host memory reported to the tracker as tier::host.
+// default; gemm::chosen picks the fastest compiled-in provider at run time). Memory is 64-byte aligned
+// host memory reported to the tracker as tier::host.
 
 #include <omp.h>
 
@@ -16,6 +17,9 @@
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
 #include "lwcl/tensor/dtype.hpp"
+#if defined(LWCL_HOST_GEMM_CHOSEN) && LWCL_HOST_GEMM_CHOSEN
+#include "lwcl/backend/host/gemm_chosen.hpp"  // host<>'s provider in such a build (host_default_gemm below)
+#endif
 
 namespace lwcl::backend {
 
@@ -34,7 +38,23 @@ class single_threaded {
 };
 }  // namespace detail
 
-template <class Gemm = gemm::openblas>
+// A GEMM provider that settles something once before its first GEMM in T (gemm::chosen measures the
+// providers). host calls prepare<T>() at the caller's thread count, before it narrows a small GEMM to one
+// thread and outside its own parallel regions, so the measurement sees the threads large GEMMs get.
+template <class Gemm, class T>
+concept gemm_prepared_once = requires { Gemm::template prepare<T>(); };
+
+// The provider of host<>: gemm::openblas, or gemm::chosen in a build configured with CMake's
+// LWCL_HOST_GEMM_CHOSEN=ON, which defines the macro on the interface every target links, so that every
+// translation unit of a program agrees. Not the default while one PyTorch-oracle check misses its
+// tolerance with oneDNN (docs/backends.md).
+#if defined(LWCL_HOST_GEMM_CHOSEN) && LWCL_HOST_GEMM_CHOSEN
+using host_default_gemm = gemm::chosen;
+#else
+using host_default_gemm = gemm::openblas;
+#endif
+
+template <class Gemm = host_default_gemm>
 struct host {
   using gemm_provider = Gemm;
   static constexpr std::string_view name = "host";
@@ -93,6 +113,7 @@ struct host {
       gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       return;
     } else {
+    if constexpr (gemm_prepared_once<Gemm, T>) Gemm::template prepare<T>();
     if (static_cast<double>(M) * N * K < serial_gemm_mnk) {
       detail::single_threaded guard;
       Gemm::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -115,6 +136,7 @@ struct host {
         gemm_bf16(ta, tb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta, C + b * strideC, ldc);
       return;
     } else {
+    if constexpr (gemm_prepared_once<Gemm, T>) Gemm::template prepare<T>();
     const double mnk = static_cast<double>(M) * N * K;
     if (batch > 1 && mnk < serial_gemm_mnk && mnk * batch >= parallel_work) {
 #pragma omp parallel for schedule(static)
