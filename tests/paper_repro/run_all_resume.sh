@@ -4,7 +4,7 @@
 # back what the stopped run finished (its teacher, its seeds), and writes the tables an uninterrupted run
 # writes (the quick budgets are optimiser steps, so every figure but the timings is the same to the bit).
 # A small corpus made of the project's docs (named kjv and austen, as run_all.sh expects), two jobs on
-# the two queues cut short with --args (efficiency_gpt2 two settings of two seeds, ablation its
+# the two queues cut short with --args (efficiency_gpt2 one setting of two seeds, ablation its
 # segmentation part), the cache of teachers and corpora in the work folder.
 #   run_all_resume.sh <build dir> <source dir> <work dir>
 set -euo pipefail
@@ -31,7 +31,7 @@ json.dump({"documents": docs}, open(os.path.join(root, "manifest.json"), "w"))
 PY
 export LWCL_CACHE_DIR=$work/cache
 run_all=("$src/paper_repro/run_all.sh" --quick --build "$build" --corpus "$work/corpus" --data "$work/data" --mc-items 4
-         --only "$jobs" --args "efficiency_gpt2=--settings ratio0.5,depth0.5" --args "ablation=--parts segmentation")
+         --only "$jobs" --args "efficiency_gpt2=--settings ratio0.5" --args "ablation=--parts segmentation")
 
 # The uninterrupted run (it also fills the cache with the tokenised corpus and the teacher).
 bash "${run_all[@]}" "$work/whole" > "$work/whole.log" 2>&1 || { cat "$work/whole.log" >&2; exit 1; }
