@@ -247,15 +247,18 @@ time_left() {
   fi
 }
 
+start_queues() {  # start_queues <queue function>: queue 0, and queue 1 where there is a second processor; ids in $pids
+  pids=()
+  in_background "$1" 0
+  pids+=("$bg")
+  if [ "$(nproc)" -ge 2 ]; then
+    in_background "$1" 1
+    pids+=("$bg")
+  fi
+}
 if [ ${#needed_teachers[@]} -gt 0 ]; then
   say "the teachers: ${needed_teachers[*]} (each about 35 minutes single-threaded in full mode, once: then cached)"
-  pids=()
-  if [ "$(nproc)" -ge 2 ]; then
-    in_background tqueue 0; pids+=("$bg")
-    in_background tqueue 1; pids+=("$bg")
-  else
-    in_background tqueue 0; pids+=("$bg")
-  fi
+  start_queues tqueue
   watch .tqueue . "${pids[@]}" || { echo "run_all: a teacher failed (see $out/teacher_*.log)" >&2; exit 1; }
 fi
 if [ $teachers_only = 1 ]; then
@@ -315,13 +318,7 @@ queue() {  # queue <queue>: this queue's jobs, one after the other
 }
 say "running the tables: ${jobs[*]} ($([ $quick = 1 ] && echo quick || echo "full: $(time_left)"))"
 tables_start=$SECONDS
-pids=()
-if [ "$(nproc)" -ge 2 ]; then
-  in_background queue 0; pids+=("$bg")
-  in_background queue 1; pids+=("$bg")
-else
-  in_background queue 0; pids+=("$bg")
-fi
+start_queues queue
 watch .queue '########' "${pids[@]}" || { echo "run_all: a table failed (see the logs in $out)" >&2; exit 1; }
 say "the tables took $(( (SECONDS - tables_start) / 60 )) min; every table: $out/*/table.md"
 for j in "${jobs[@]}"; do
