@@ -759,7 +759,7 @@ nlohmann::ordered_json comparison<Backend, Criterion>::config_json() const {
   nlohmann::ordered_json c = {{"program", program_},
                               {"backend", std::string(Backend::name)},
                               {"criterion", criterion_name()},
-                              {"teacher_model", teacher_.dir.string()}};
+                              {"teacher_model", (std::filesystem::path(opt_.teacher) / "model").string()}};  // what start() loads
   for (const CLI::Option* o : app_.get_options()) {
     if (o->get_lnames().empty() || o->get_lnames().front() == "help") continue;
     std::string key = o->get_lnames().front();
@@ -797,12 +797,11 @@ bool comparison<Backend, Criterion>::resume_finished_seed() {
   } catch (const nlohmann::json::exception&) {
     return false;  // not lwcl's (files are written whole): run the seed again, which rewrites them
   }
-  nlohmann::ordered_json want = config_json();
-  want["teacher_model"] = (fs::path(opt_.teacher) / "model").string();  // what start() will load
-  if (done != want || !rep.contains("methods") || !rep.at("methods").is_array() || rep.at("methods").empty()) return false;
-  std::vector<method_row> rows;
-  for (const auto& m : rep.at("methods")) rows.push_back(method_row::from_json(m));
+  if (done != config_json() || !rep.contains("methods") || !rep.at("methods").is_array() || rep.at("methods").empty())
+    return false;
   if (opt_.seeds > 1) {
+    std::vector<method_row> rows;
+    for (const auto& m : rep.at("methods")) rows.push_back(method_row::from_json(m));
     per_seed_.emplace_back(opt_.seed, std::move(rows));
     if (seed_columns_.empty() && rep.contains("table_columns"))
       seed_columns_ = rep.at("table_columns").template get<std::vector<std::string>>();
