@@ -25,7 +25,6 @@
 #   processor 1: efficiency_bert, ablation, pruning_methods_qwen2
 set -euo pipefail
 cd "$(dirname "$0")/.."
-src=$PWD
 quick=0 teachers_only=0 only="" build="" corpus=data/corpus data=data mc_items=400 out=""
 declare -A job_args=()
 while [ $# -gt 0 ]; do
@@ -119,6 +118,16 @@ if [ ! -f "$corpus/manifest.json" ]; then
   tools/fetch_corpus.sh "$corpus"
 fi
 corpus_hash=$(cd "$corpus" && find . -type f -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)
+# from_cache <entry> <folder>: the cached folder copied in whole (a temporary name, then a rename).
+from_cache() {
+  rm -rf "$2.tmp" && mkdir -p "$(dirname "$2")" && cp -a "$1" "$2.tmp" && rm -rf "$2" && mv "$2.tmp" "$2"
+}
+# into_cache <folder> <entry>: the folder copied into the cache whole; an entry another run wrote first is
+# kept (mv -T does not replace a folder that has files).
+into_cache() {
+  mkdir -p "$(dirname "$2")" && rm -rf "$2.tmp.$$" && cp -a "$1" "$2.tmp.$$" && mv -T "$2.tmp.$$" "$2" 2>/dev/null ||
+    rm -rf "$2.tmp.$$"
+}
 # prepare <folder> [prepare_data options]: tokenised once, through the cache.
 prepare() {
   local dir=$1 key entry
@@ -128,7 +137,7 @@ prepare() {
   entry=$cache/prepared/$key
   if [ -f "$entry/done.json" ]; then
     say "tokenised corpus $dir from the cache ($entry)"
-    rm -rf "$dir.tmp" && mkdir -p "$(dirname "$dir")" && cp -a "$entry" "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    from_cache "$entry" "$dir"
     return 0
   fi
   say "tokenising the corpus into $dir ($*)"
@@ -136,8 +145,7 @@ prepare() {
   in_background "$x/prepare_data" --corpus "$corpus" --out "$dir" --vocab 1024 "$@" > "$out/prepare_$(basename "$dir").log" 2>&1
   wait_for "$bg" || { echo "run_all: prepare_data for $dir failed, see $out/prepare_$(basename "$dir").log" >&2; exit 1; }
   echo "{\"corpus_hash\": \"$corpus_hash\", \"options\": \"$*\"}" > "$dir/done.json.tmp" && mv "$dir/done.json.tmp" "$dir/done.json"
-  mkdir -p "$cache/prepared" && rm -rf "$entry.tmp.$$" && cp -a "$dir" "$entry.tmp.$$" && mv -T "$entry.tmp.$$" "$entry" 2>/dev/null ||
-    rm -rf "$entry.tmp.$$"
+  into_cache "$dir" "$entry"
 }
 prepare "$data/prepared"
 prepare "$data/prepared_kjv" --train-corpus kjv
@@ -171,15 +179,14 @@ train_one() {
   entry=$(teacher_entry "$family" "$tdata")
   if [ -f "$entry/report.json" ]; then
     echo "teacher $name from the cache ($entry)"
-    rm -rf "$dir.tmp" && mkdir -p "$(dirname "$dir")" && cp -a "$entry" "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    from_cache "$entry" "$dir"
     return 0
   fi
   mkdir -p "$dir"
   # shellcheck disable=SC2046
   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c "$cpu" "$x/train_teacher" $(teacher_args "$family" "$tdata") \
     --out "$dir" || { echo "run_all: teacher $name failed" >&2; return 1; }
-  mkdir -p "$cache/teachers" && rm -rf "$entry.tmp.$$" && cp -a "$dir" "$entry.tmp.$$" &&
-    mv -T "$entry.tmp.$$" "$entry" 2>/dev/null || rm -rf "$entry.tmp.$$"
+  into_cache "$dir" "$entry"
 }
 tqueue() {  # tqueue <queue>: this queue's needed teachers, one after the other
   set +m
@@ -225,7 +232,7 @@ watch() {
 # The time left: the last full run's minutes of the jobs not finished, scaled by how this run's finished
 # jobs compare with theirs, shared over the queues.
 time_left() {
-  local j done_n=0 measured=0 planned=0 left0=0 left1=0 s scale
+  local j done_n=0 measured=0 planned=0 left0=0 left1=0 s
   for j in "${jobs[@]}"; do
     if [ -f "$out/$j/run_all.done" ]; then
       done_n=$((done_n + 1))
@@ -234,17 +241,13 @@ time_left() {
     elif [ "${job_queue[$j]}" = 0 ]; then left0=$((left0 + ${job_minutes[$j]}))
     else left1=$((left1 + ${job_minutes[$j]})); fi
   done
-  if [ "$planned" -gt 0 ]; then
-    scale=$(awk -v m="$measured" -v p="$planned" 'BEGIN { printf "%.3f", m / p }')
-    awk -v a="$left0" -v b="$left1" -v s="$scale" -v d="$done_n" -v n="${#jobs[@]}" -v c="$(nproc)" 'BEGIN {
-      l = (c >= 2 ? (a > b ? a : b) : a + b) * s
-      printf "%d of %d tables done; about %.0f min left (the finished ones took %.2fx the last full run)", d, n, l, s }'
-  else
-    awk -v a="$left0" -v b="$left1" -v d="$done_n" -v n="${#jobs[@]}" -v c="$(nproc)" -v q="$quick" 'BEGIN {
-      l = (c >= 2 ? (a > b ? a : b) : a + b)
-      if (q == 1) printf "%d of %d tables done (quick mode: minutes, no estimate before the first table ends)", d, n
-      else printf "%d of %d tables done; about %.0f min left (the last full run'"'"'s times; measured after the first table)", d, n, l }'
-  fi
+  awk -v a="$left0" -v b="$left1" -v m="$measured" -v p="$planned" -v d="$done_n" -v n="${#jobs[@]}" -v c="$(nproc)" \
+      -v q="$quick" 'BEGIN {
+    s = p > 0 ? m / p : 1
+    l = (c >= 2 ? (a > b ? a : b) : a + b) * s
+    if (p > 0) printf "%d of %d tables done; about %.0f min left (the finished ones took %.2fx the last full run)", d, n, l, s
+    else if (q == 1) printf "%d of %d tables done (quick mode: minutes, no estimate before the first table ends)", d, n
+    else printf "%d of %d tables done; about %.0f min left (the last full run'"'"'s times; measured after the first table)", d, n, l }'
 }
 
 start_queues() {  # start_queues <queue function>: queue 0, and queue 1 where there is a second processor; ids in $pids

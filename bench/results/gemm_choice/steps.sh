@@ -7,10 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 b=${1:-build/chosen}
-echo "# $(date -u +%FT%TZ), revision $(git rev-parse --short HEAD)"
-echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores," \
-     "flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -o -w -E 'avx2|fma|avx512f|avx512_bf16|amx_tile' | sort -u | tr '\n' ' ')"
-echo "# OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+source bench/peer/side_by_side.sh  # machine_line
+echo "# $(date -u +%FT%TZ), revision $(git rev-parse --short HEAD), OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
+machine_line | sed 's/^/# /'
 for p in openblas onednn blis; do
   echo "## LWCL_GEMM=$p"
   LWCL_GEMM=$p "$b/bench/peer/bench_train_step" --steps 10 --warmup 2 2>&1 | sed 's/^/tiny: /'
