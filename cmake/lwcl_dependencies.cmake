@@ -76,12 +76,6 @@ if(NOT TARGET lwcl_deps)
     string(APPEND lwcl_gemm_providers ", blis")
   endif()
   message(STATUS "lwcl: host GEMM providers for gemm::chosen: ${lwcl_gemm_providers}")
-  # host<>'s provider for a whole build (every unit of a program must agree, so it is set here, on the
-  # interface every target links): gemm::openblas, or with LWCL_HOST_GEMM_CHOSEN=ON gemm::chosen.
-  option(LWCL_HOST_GEMM_CHOSEN "backend::host<> chooses its GEMM provider at run time (gemm::chosen)" OFF)
-  if(LWCL_HOST_GEMM_CHOSEN)
-    target_compile_definitions(lwcl_deps INTERFACE LWCL_HOST_GEMM_CHOSEN=1)
-  endif()
 endif()
 
 # GeLaCo's search (include/lwcl/gelaco/search.hpp) links pagmo2; only what includes it needs this.

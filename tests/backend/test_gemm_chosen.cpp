@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -134,10 +137,16 @@ struct scratch {
     fs::remove_all(dir);
   }
   ~scratch() { fs::remove_all(dir); }
-  std::vector<fs::path> files() const {
+  // The folder's files, without the lock files decide() holds while it decides (listed by locks()).
+  std::vector<fs::path> files() const { return listed(false); }
+  std::vector<fs::path> locks() const { return listed(true); }
+
+ private:
+  std::vector<fs::path> listed(bool lock_files) const {
     std::vector<fs::path> v;
     if (fs::exists(dir))
-      for (const auto& e : fs::directory_iterator(dir)) v.push_back(e.path());
+      for (const auto& e : fs::directory_iterator(dir))
+        if ((e.path().extension() == ".lock") == lock_files) v.push_back(e.path());
     return v;
   }
 };
@@ -210,6 +219,9 @@ TEST_CASE("the decision is measured once, cached in a file, and read back from i
   REQUIRE(s.files().size() == 1);
   CHECK(s.files().front() == cache_file_of(in));
   CHECK(read_text(cache_file_of(in)).rfind("lwcl gemm choice v1\n", 0) == 0);
+  REQUIRE(s.locks().size() == 1);
+  const fs::path lock_file = fs::path(cache_file_of(in)) += ".lock";
+  CHECK(s.locks().front() == lock_file);
 
   const auto second = gemm::choice::decide(in);
   CHECK(m.calls == 1);
@@ -233,6 +245,41 @@ TEST_CASE("the decision is measured once, cached in a file, and read back from i
   }
   CHECK(m.calls == 4);
   CHECK(s.files().size() == 4);
+}
+
+TEST_CASE("processes that decide at once agree: one measures, the others read its decision") {
+  // Two deciders started together, whose measurements would pick different providers (a shared machine's
+  // timings differ from run to run): the lock makes the second wait and read the first one's cache, so
+  // the programs of one machine multiply with the same provider. Threads stand for processes here: each
+  // opens the lock file itself, and flock locks belong to the open file, not the process.
+  scratch s("concurrent");
+  std::atomic<int> measuring{0}, overlapped{0};
+  auto slow = [&](std::map<provider, double> gflops) {
+    return [&, gflops](const std::vector<provider>& ps) {
+      if (measuring.fetch_add(1) > 0) overlapped = 1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      scripted m{gflops};
+      auto t = m(ps);
+      measuring.fetch_sub(1);
+      return t;
+    };
+  };
+  scripted unused{{}};
+  auto a = inputs_for(unused, s.dir), b = a;
+  a.measure = slow({{provider::openblas, 40}, {provider::onednn, 350}, {provider::blis, 200}});
+  b.measure = slow({{provider::openblas, 40}, {provider::onednn, 200}, {provider::blis, 350}});
+  std::optional<gemm::choice::decision> da, db;
+  std::thread ta([&] { da = gemm::choice::decide(a); });
+  std::thread tb([&] { db = gemm::choice::decide(b); });
+  ta.join();
+  tb.join();
+  REQUIRE(da);
+  REQUIRE(db);
+  CHECK(overlapped == 0);
+  CHECK(da->measured != db->measured);  // one measured, the other read the cache
+  CHECK(da->p == db->p);
+  CHECK(da->reason == db->reason);
+  CHECK(s.files().size() == 1);
 }
 
 TEST_CASE("a corrupt, stale or foreign cache file is ignored and rewritten") {

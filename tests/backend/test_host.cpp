@@ -227,6 +227,6 @@ TEST_CASE("host allocations are 64-byte aligned and tracked as tier::host") {
   CHECK(memory().peak(tier::host) == before_host + 1001);
   static_assert(!backend::cpu::is_device);
   static_assert(backend::cpu::memory_tier == tier::host);
-  static_assert(backend::cpu::gemm_provider::name == "openblas");
+  static_assert(backend::cpu::gemm_provider::name == "chosen");
   static_assert(naive_backend::gemm_provider::name == "naive");
 }

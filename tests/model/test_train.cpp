@@ -1,9 +1,12 @@
 // A 10-step AdamW training trajectory of a tiny gpt2 and a tiny llama (GQA, untied head) language model
 // against float64 PyTorch (tools/fixtures/train.py): every step's loss and gradient norm, and the
-// final parameters, in f64 and f32.
+// final parameters, in f64 and f32 (the few elements whose steps rounding decides, within the steps'
+// total learning rate).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -71,17 +74,35 @@ void run_trajectory(const std::string& name, double loss_tol, double param_tol) 
     CHECK(std::abs(norm - norms[step]) / norms[step] < 10 * loss_tol);
   }
   be.to_host(host.data(), net.params().data, host.size() * sizeof(Real));
+  // AdamW moves an element by lr * m_hat / (sqrt(v_hat) + eps). Where the reference's sqrt(v_hat) falls
+  // below 10 eps without being zero, the gradient has cancelled to the size of eps, so the step is
+  // decided by the summation's rounding, in f32 by the GEMM's order (a key bias without RoPE is the exact
+  // case: softmax cancels it, its gradient is zero in exact arithmetic). The threshold scales with Real's
+  // precision, as rounding noise does. Such an element is checked to stay within the steps' total
+  // learning rate of the reference (with these betas one step moves an element by at most lr, Kingma &
+  // Ba 2015, section 2.1); every other element within param_tol.
+  const double rounding_decided =
+      10 * oc.eps * (std::numeric_limits<Real>::epsilon() / std::numeric_limits<float>::epsilon());
   for (const auto& e : net.layout().entries()) {
-    // Without RoPE a key bias shifts every score of a query row alike, which softmax cancels: its
-    // gradient is zero in exact arithmetic, so AdamW's normalised step follows rounding noise in both
-    // systems. It is checked to stay within the steps' total learning rate instead.
-    if (e.name.find("attn.k.bias") != std::string::npos) {
-      for (index_t j = 0; j < e.shape.numel(); ++j) CHECK(std::abs(static_cast<double>(host[static_cast<std::size_t>(e.offset + j)]) - fx.f64("param." + e.name)[static_cast<std::size_t>(j)]) <= 1.0001 * oc.lr * static_cast<double>(losses.size()));
-      continue;
-    }
     CAPTURE(e.name);
-    std::vector<Real> got(host.begin() + e.offset, host.begin() + e.offset + e.shape.numel());
-    CHECK(test::rel_error(got, fx.f64("final." + e.name)) < param_tol);
+    const auto want = fx.f64("final." + e.name), rms_min = fx.f64("rms_min." + e.name);
+    REQUIRE(static_cast<index_t>(rms_min.size()) == e.shape.numel());
+    std::vector<double> got, ref;
+    std::size_t decided = 0;
+    for (std::size_t j = 0; j < want.size(); ++j) {
+      const double g = static_cast<double>(host[static_cast<std::size_t>(e.offset) + j]);
+      if (rms_min[j] > 0 && rms_min[j] < rounding_decided) {
+        ++decided;
+        CAPTURE(j);
+        CHECK(std::abs(g - want[j]) <= 1.0001 * oc.lr * static_cast<double>(losses.size()));
+      } else {
+        got.push_back(g);
+        ref.push_back(want[j]);
+      }
+    }
+    // The rule sets a handful of elements apart, never a tensor's bulk (the key biases excepted).
+    if (e.name.find("attn.k.bias") == std::string::npos) CHECK(decided <= std::max<std::size_t>(1, want.size() / 100));
+    if (!got.empty()) CHECK(test::rel_error(got, ref) < param_tol);
   }
 }
 

@@ -39,7 +39,7 @@ TEST_CASE("make_policies fills every optional slot with its documented default")
                                                            {"pruning", "magnitude_l2"},
                                                            {"cache", "host"},
                                                            {"loss", "nmse"},
-                                                           {"backend", "host<openblas>"}});
+                                                           {"backend", "host<chosen>"}});
 }
 
 TEST_CASE("make_policies keeps each given policy with its runtime values, in any order and either spelling") {

@@ -7,6 +7,7 @@
 // it was; so does an atomic_file destroyed without commit().
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -236,5 +237,30 @@ void write_stream_atomic(const std::filesystem::path& path, Fill&& fill, write_o
   }
   f.commit();
 }
+
+// An exclusive advisory lock (flock) on a file, created when missing: held from construction to
+// destruction, and released by the kernel if the process dies. For a read-decide-write that processes
+// started together must do once (gemm::choice's cache). Where the file cannot be opened (an unwritable
+// folder) it holds nothing and held() says so; the caller goes on unlocked.
+class file_lock {
+ public:
+  explicit file_lock(const std::filesystem::path& path) noexcept
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) return;
+    int r;
+    do r = ::flock(fd_, LOCK_EX);
+    while (r != 0 && errno == EINTR);
+    if (r != 0) ::close(std::exchange(fd_, -1));
+  }
+  ~file_lock() {
+    if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the lock
+  }
+  file_lock(const file_lock&) = delete;
+  file_lock& operator=(const file_lock&) = delete;
+  bool held() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace lwcl

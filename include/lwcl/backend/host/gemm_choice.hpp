@@ -510,8 +510,12 @@ inline decision decide(const inputs& in) {
     return {in.providers.front(), "the only provider compiled in; " + openblas_core_note(in.host), "built so", false};
   const std::string key = cache_key(in.host, in.threads, in.providers);
   std::filesystem::path file;
+  std::optional<file_lock> lock;  // held until the decision is cached: processes started together agree
   if (!in.cache_dir.empty()) {
     file = in.cache_dir / cache_file_name(in.host, key);
+    std::error_code ec;
+    std::filesystem::create_directories(in.cache_dir, ec);
+    lock.emplace(std::filesystem::path(file) += ".lock");
     if (const auto c = read_cache(file, key, in.providers)) return {c->p, c->reason, "cached in " + file.string(), false};
   }
   const auto start = std::chrono::steady_clock::now();

@@ -1,7 +1,7 @@
 #pragma once
-// backend::host: runs LWCL_HD functors with OpenMP and GEMMs through a provider policy (OpenBLAS by
-// default; gemm::chosen picks the fastest compiled-in provider at run time). Memory is 64-byte aligned
-// host memory reported to the tracker as tier::host.
+// backend::host: runs LWCL_HD functors with OpenMP and GEMMs through a provider policy (by default
+// gemm::chosen, which picks the fastest compiled-in provider at run time; gemm::openblas and the others
+// can be named). Memory is 64-byte aligned host memory reported to the tracker as tier::host.
 
 #include <omp.h>
 
@@ -11,15 +11,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "lwcl/backend/host/gemm_chosen.hpp"
 #include "lwcl/backend/host/gemm_openblas.hpp"
 #include "lwcl/backend/interface.hpp"
 #include "lwcl/core/config.hpp"
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
 #include "lwcl/tensor/dtype.hpp"
-#if defined(LWCL_HOST_GEMM_CHOSEN) && LWCL_HOST_GEMM_CHOSEN
-#include "lwcl/backend/host/gemm_chosen.hpp"  // host<>'s provider in such a build (host_default_gemm below)
-#endif
 
 namespace lwcl::backend {
 
@@ -44,15 +42,8 @@ class single_threaded {
 template <class Gemm, class T>
 concept gemm_prepared_once = requires { Gemm::template prepare<T>(); };
 
-// The provider of host<>: gemm::openblas, or gemm::chosen in a build configured with CMake's
-// LWCL_HOST_GEMM_CHOSEN=ON, which defines the macro on the interface every target links, so that every
-// translation unit of a program agrees. Not the default while one PyTorch-oracle check misses its
-// tolerance with oneDNN (docs/backends.md).
-#if defined(LWCL_HOST_GEMM_CHOSEN) && LWCL_HOST_GEMM_CHOSEN
+// The provider of host<> (backend::cpu): the one this machine runs fastest, decided once per process.
 using host_default_gemm = gemm::chosen;
-#else
-using host_default_gemm = gemm::openblas;
-#endif
 
 template <class Gemm = host_default_gemm>
 struct host {

@@ -1,6 +1,6 @@
 #pragma once
 // The host backend as a bundle's backend policy: a tag naming backend::host<Gemm> (OpenMP kernels,
-// GEMMs through the Gemm provider, OpenBLAS by default), the default backend of every bundle. Its name
+// GEMMs through the Gemm provider, by default the one chosen at run time), the default backend of every bundle. Its name
 // spells the provider's, so it includes the provider (and the backend it names).
 
 #include <string_view>
@@ -17,13 +17,13 @@ struct host_head {
 };
 }  // namespace detail
 
-template <class Gemm = lwcl::gemm::openblas>
+template <class Gemm = lwcl::backend::host_default_gemm>
 struct host {
   using type = lwcl::backend::host<Gemm>;
   static constexpr std::string_view name = policies::detail::template_name<detail::host_head, Gemm>::value;
   static constexpr bool is_device = false;
 };
 static_assert(backend_policy<host<>>);
-static_assert(host<>::name == "host<openblas>");
+static_assert(host<>::name == "host<chosen>");
 
 }  // namespace lwcl::policies::backend
