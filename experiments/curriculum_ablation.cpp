@@ -4,7 +4,7 @@
 // what each axis buys. A step budget gives every curriculum the same number of optimiser steps (not the
 // same seconds: wider segments and student-feature refreshes cost more per step), and it fixes the
 // length of a visit, which the ramp schedule is expressed in. Writes <out>/{config.json, report.json,
-// table.md, cumulative_error.png} and one run directory per curriculum (distill/compare/comparison.hpp).
+// table.md, cumulative_error.png} and one run directory per curriculum (studies/comparison.hpp).
 #include <string>
 #include <type_traits>
 

@@ -18,7 +18,7 @@
 #include "lwcl/codec/gauss_codec.hpp"
 #include "lwcl/codec/zstd_codec.hpp"
 #include "lwcl/data/loader.hpp"
-#include "lwcl/distill/compare/comparison.hpp"
+#include "studies/comparison.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/eval/cumulative_error.hpp"
 #include "lwcl/eval/held_out.hpp"
@@ -89,7 +89,7 @@ LWCL_HOST_INSTANCE void lwcl::optim::adamw_step<lwcl::backend::cpu>(lwcl::backen
                                                                       const lwcl::tensor&, const lwcl::optim::adamw_config&,
                                                                       long, double, const lwcl::tensor&);
 LWCL_HOST_INSTANCE double lwcl::optim::clip_grad_norm<lwcl::backend::cpu>(lwcl::backend::cpu&, const lwcl::tensor&, double);
-LWCL_HOST_INSTANCE class lwcl::distill::compare::comparison<lwcl::backend::cpu, lwcl::policies::pruning::wanda_sp>;
+LWCL_HOST_INSTANCE class lwcl::studies::comparison<lwcl::backend::cpu, lwcl::policies::pruning::wanda_sp>;
 
 // The layer-wise run of every bundle on the host with the nmse loss, one per host cache tier: a program
 // sweeping curricula or segmentations (or the cache tiers) compiles none of it, only a small
@@ -115,5 +115,5 @@ LWCL_HOST_INSTANCE class lwcl::distill::pipeline_run<
 
 namespace lwcl::experiments {
 // The comparison every program in experiments/ runs: recoveries of one Wanda-sp student on the host.
-using comparison = distill::compare::comparison<backend::cpu, policies::pruning::wanda_sp>;
+using comparison = studies::comparison<backend::cpu, policies::pruning::wanda_sp>;
 }  // namespace lwcl::experiments

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "host_instances.hpp"
-#include "lwcl/distill/compare/time_to_target.hpp"
+#include "studies/time_to_target.hpp"
 #include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/curriculum/as_segmented.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
@@ -83,7 +83,7 @@ void add_knobs(CLI::App& cli, knobs& k) {
 
 // LWCL's run under the knobs: its curriculum (two stages or a ramp, closing KD or not), segmentation
 // (one layer each or growing) and local loss, one bundle per combination.
-distill::compare::method_row& run_lwcl(experiments::comparison& cmp, const knobs& k) {
+studies::method_row& run_lwcl(experiments::comparison& cmp, const knobs& k) {
   auto po = cmp.recovery_options();
   if (k.lwcl_lr > 0) {
     po.lr = k.lwcl_lr;
@@ -92,7 +92,7 @@ distill::compare::method_row& run_lwcl(experiments::comparison& cmp, const knobs
   po.final_kd_share = k.final_kd_share > 0 ? k.final_kd_share : po.final_kd_share;
   po.kd_lr = k.kd_lr;
   const bool final_kd = k.final_kd_share > 0;
-  const auto with_loss = [&](auto... entries) -> distill::compare::method_row& {
+  const auto with_loss = [&](auto... entries) -> studies::method_row& {
     if (k.cosine_weight > 0) {
       loss::weighted_sum<loss::nmse, loss::cosine> l;
       l.weights = {1.0, k.cosine_weight};
@@ -100,7 +100,7 @@ distill::compare::method_row& run_lwcl(experiments::comparison& cmp, const knobs
     }
     return cmp.recover("lwcl", po, slot<key::cache>(policies::cache::host{}), entries...).row;
   };
-  const auto with_segmentation = [&](auto curriculum) -> distill::compare::method_row& {
+  const auto with_segmentation = [&](auto curriculum) -> studies::method_row& {
     if (k.growth) return with_loss(slot<key::curriculum>(curriculum), slot<key::segmentation>(seg::growing{}));
     return with_loss(slot<key::curriculum>(curriculum));
   };
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   return cmp.run([&] {
     check(cmp.opt().curve_points > 0, "lwcl_vs_kd: --curve-points is 0; time to quality is read off the curves");
     const auto runs = [&](const char* name) { return k.only.empty() || k.only == name; };
-    std::vector<distill::compare::method_row*> layerwise;
+    std::vector<studies::method_row*> layerwise;
     if (runs("lwcl")) layerwise.push_back(&run_lwcl(cmp, k));
     if (runs("layerwise_no_curriculum"))
       layerwise.push_back(&cmp.recover("layerwise_no_curriculum", cmp.recovery_options(),
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     eo.hidden_mse_weight = k.e2e_hidden_mse;
     auto& kd = cmp.e2e_kd("e2e_kd", eo, cmp.total()).row;
     if (!k.only.empty()) return;
-    cmp.report()["summary"] = distill::compare::time_to_target(cmp, kd, layerwise);
-    cmp.columns(distill::compare::time_to_target_columns());
+    cmp.report()["summary"] = studies::time_to_target(cmp, kd, layerwise);
+    cmp.columns(studies::time_to_target_columns());
   });
 }

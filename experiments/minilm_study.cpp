@@ -107,7 +107,7 @@ int minilm_main(int argc, char** argv) {
 
   try {
     timer all;
-    const auto total = distill::compare::budget_option(budget_text);
+    const auto total = studies::budget_option(budget_text);
     const index_t B = batch, T = seq;
     fs::create_directories(out);
     backend::cpu be;
@@ -198,8 +198,8 @@ int minilm_main(int argc, char** argv) {
       fs::create_directories(dir);
       if (seeds > 1) std::printf("\n==== minilm_compress: seed %llu (%d of %d)\n", static_cast<unsigned long long>(s), k + 1, seeds);
       const data::row_frame frame{cls, sep};
-      const data::batch_loader loader(train, B, T, distill::compare::seeded(0x5EED, s), frame);
-      const data::batch_loader calib(train, B, T, distill::compare::seeded(0xC0FFEE, s), frame);
+      const data::batch_loader loader(train, B, T, studies::seeded(0x5EED, s), frame);
+      const data::batch_loader calib(train, B, T, studies::seeded(0xC0FFEE, s), frame);
       std::vector<row> rows;
       auto judge = [&](row& r, const model::weights<backend::cpu>& net) {
         const auto a = eval::compare_embeddings(teacher_val, embeddings(net, val_seqs), 10);
@@ -221,12 +221,12 @@ int minilm_main(int argc, char** argv) {
         auto t = load_teacher();
         std::unique_ptr<enc_t> shallow;
         if (depth > 0) {
-          shallow = distill::compare::prune_depth(*t, calib, depth, calib_batches, kept);
+          shallow = studies::prune_depth(*t, calib, depth, calib_batches, kept);
         } else {
           for (index_t l = 0; l < t->config().n_layers(); ++l) kept.push_back(l);
         }
         const enc_t& src = shallow ? *shallow : *t;
-        pruned = ratio > 0 ? distill::compare::prune_uniform(src, calib, policies::pruning::wanda_sp{}, ratio, calib_batches)
+        pruned = ratio > 0 ? studies::prune_uniform(src, calib, policies::pruning::wanda_sp{}, ratio, calib_batches)
                            : prune::apply_plan(src, prune::keep_all(src.config()));
         row tr{"teacher"};
         tr.fig["parameters"] = t->num_parameters();

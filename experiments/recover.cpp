@@ -14,7 +14,7 @@
 
 #include "host_instances.hpp"
 #include "lwcl/core/fs.hpp"
-#include "lwcl/distill/compare/options.hpp"
+#include "studies/options.hpp"
 #include "lwcl/distill/pipeline.hpp"
 #include "lwcl/model/layer_map.hpp"
 #include "lwcl/policies/bundle.hpp"
@@ -34,7 +34,7 @@
 
 using namespace lwcl;
 namespace fs = std::filesystem;
-namespace compare = lwcl::distill::compare;
+namespace studies = lwcl::studies;
 using report::human_bytes;
 namespace cur = lwcl::policies::curriculum;
 namespace tiers = lwcl::policies::cache;
@@ -71,14 +71,14 @@ std::string pruned_by(const fs::path& student_dir) {
 
 int main(int argc, char** argv) {
   CLI::App app{"lwcl recover: layer-wise curriculum recovery of a pruned checkpoint (resumable)"};
-  compare::options opt;
+  studies::options opt;
   opt.budget = "steps:400";
   std::string student_dir, curriculum = "two_stage", cache_name = "host";
   std::vector<index_t> boundaries;
   double kd_share = 0.2;
   int ramp_steps = 0;
   long checkpoint_every = 50;
-  compare::add_options(app, opt, "steps:N, tokens:N or seconds:N for the whole recovery", /*pruning=*/false);
+  studies::add_options(app, opt, "steps:N, tokens:N or seconds:N for the whole recovery", /*pruning=*/false);
   app.get_option("--teacher")->required()->description("teacher folder (config.json + model.safetensors)");
   app.get_option("--out")->required()->description("run directory; rerun the same command to resume");
   app.add_option("--student", student_dir, "pruned student folder (experiments/prune's <out>/model)")->required();
@@ -115,9 +115,9 @@ int main(int argc, char** argv) {
     for (const auto b : map) shown += (shown.empty() ? "" : ", ") + std::to_string(b);
     std::printf("recover: layer map [%s] (student layer i stands for teacher layers [b[i], b[i+1]) of %lld)\n",
                 shown.c_str(), static_cast<long long>(teacher_layers));
-    const compare::training_stream train(opt);
+    const studies::training_stream train(opt);
 
-    auto po = compare::recovery_options(opt, distill::parse_budget(opt.budget));
+    auto po = studies::recovery_options(opt, distill::parse_budget(opt.budget));
     po.final_kd_share = kd_share;
     po.checkpoint_every = checkpoint_every;
     po.validation_ids = data::read_tokens((fs::path(opt.data) / "validation.bin").string(),

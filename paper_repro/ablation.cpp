@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   try {
-    check(distill::compare::budget_option(cmp.opt().budget).unit != distill::budget_unit::seconds, "ablation: the budget is ",
+    check(studies::budget_option(cmp.opt().budget).unit != distill::budget_unit::seconds, "ablation: the budget is ",
           cmp.opt().budget, "; give steps:N or tokens:N so that every variant trains the same steps");
     const auto list = pr::split_list(parts);
     for (const auto& p : list)

@@ -1,7 +1,7 @@
 #pragma once
 // The efficiency comparison of paper_repro's decoder tables: LWCL (the default bundle), layer-wise
 // training without curriculum and end-to-end KD on one pruned student under one budget, the time to
-// end-to-end KD's final quality read off the curves (distill/compare/time_to_target.hpp), and the table
+// end-to-end KD's final quality read off the curves (studies/time_to_target.hpp), and the table
 // and figures over the settings of a sweep, read back from each setting's report.json.
 
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "host_instances.hpp"
-#include "lwcl/distill/compare/time_to_target.hpp"
+#include "studies/time_to_target.hpp"
 #include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
@@ -20,7 +20,7 @@ namespace lwcl::paper_repro {
 
 // The defaults of an efficiency table (before parse): the teacher, 3 seeds (2 with --quick), the test
 // split scored, 12 curve points, the layer-wise methods' learning rate chosen on validation (4e-3).
-inline void efficiency_defaults(distill::compare::options& d, const std::string& teacher, bool quick) {
+inline void efficiency_defaults(studies::options& d, const std::string& teacher, bool quick) {
   d.teacher = teacher;
   d.seeds = quick ? 2 : 3;
   d.curve_points = quick ? 3 : 12;
@@ -45,7 +45,7 @@ inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
 }
 
 // End-to-end KD ("e2e_kd") under --budget at the knobs' learning rate and hidden-state MSE weight.
-inline distill::compare::method_row& e2e_kd_at(experiments::comparison& cmp, const efficiency_knobs& k) {
+inline studies::method_row& e2e_kd_at(experiments::comparison& cmp, const efficiency_knobs& k) {
   distill::e2e_options eo = cmp.e2e_defaults(cmp.total());
   eo.lr = k.e2e_lr;
   eo.min_lr = k.e2e_lr / 10;
@@ -64,7 +64,7 @@ inline void lwcl_and_e2e_kd(experiments::comparison& cmp, const efficiency_knobs
 // e2e_kd; then the time to e2e_kd's final quality (report.json's "summary").
 inline void efficiency_methods(experiments::comparison& cmp, const efficiency_knobs& k, bool no_curriculum = true) {
   namespace cur = lwcl::policies::curriculum;
-  std::vector<distill::compare::method_row*> layerwise;
+  std::vector<studies::method_row*> layerwise;
   layerwise.push_back(&cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{})).row);
   if (no_curriculum)
     layerwise.push_back(&cmp.recover("layerwise_no_curriculum", cmp.recovery_options(),
@@ -72,20 +72,20 @@ inline void efficiency_methods(experiments::comparison& cmp, const efficiency_kn
                                      slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}))
                              .row);
   auto& kd = e2e_kd_at(cmp, k);
-  cmp.report()["summary"] = distill::compare::time_to_target(cmp, kd, layerwise);
-  cmp.columns(distill::compare::time_to_target_columns());
+  cmp.report()["summary"] = studies::time_to_target(cmp, kd, layerwise);
+  cmp.columns(studies::time_to_target_columns());
 }
 
 // The columns of an efficiency table.
 // The --mc tasks' names, in the order given (their accuracy is mc_<name>_acc in every method's row).
-inline std::vector<std::string> mc_tasks(const distill::compare::options& o) {
+inline std::vector<std::string> mc_tasks(const studies::options& o) {
   std::vector<std::string> names;
-  for (const auto& path : o.mc) names.push_back(distill::compare::mc_task_name(path));
+  for (const auto& path : o.mc) names.push_back(studies::mc_task_name(path));
   return names;
 }
 
 // The table's columns; each --mc task's accuracy after the perplexities.
-inline std::vector<column> efficiency_columns(const distill::compare::options& o) {
+inline std::vector<column> efficiency_columns(const studies::options& o) {
   std::vector<column> c = {{"test_ppl", "test ppl", unit::ppl},
           {"val_ppl", "val ppl", unit::ppl},
           {"peak_compute_bytes", "peak training MiB", unit::mib},
@@ -127,7 +127,7 @@ inline json method_with_reach(const std::vector<json>& seeds, const json& summar
 // The table over the settings of a sweep in <base>/<setting>/, its notes (each layer-wise method against
 // end-to-end KD: training peak, time to its quality, test perplexity), and the figures of every setting.
 inline void efficiency_report(const std::string& base, const std::string& heading, const std::vector<setting>& list,
-                              const distill::compare::options& o, double seconds) {
+                              const studies::options& o, double seconds) {
   std::vector<table> tables;
   std::vector<std::string> notes;
   json sources = json::array();

@@ -6,7 +6,8 @@ or when a .cuh file sits outside backend/cuda/.
 The floors, from the ground up (DESIGN.md section 10):
   1 core | 2 tensor, data, report, codec | 3 ops, backend | 4 model, optim, quant, cache, dist
   5 prune, eval, train, search | 6 policies | 7 distill
-(8 is experiments, paper_repro and bench, outside include/.) A header stands on the floor of its first
+(8 is the study harness, studies/include/studies/, and above it experiments, paper_repro and bench,
+outside include/: a library header that includes "studies/..." is reported.) A header stands on the floor of its first
 folder under include/lwcl/; backend/cuda/<room>/ holds the CUDA-only parts of a higher room and stands
 on that room's floor (backend/cuda/cache/ on cache's, backend/cuda/policies/ on policies'). lwcl.hpp,
 the umbrella header, stands above them all.
@@ -31,6 +32,7 @@ FLOORS = {
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LWCL = ROOT / "include" / "lwcl"
 include_re = re.compile(r'^\s*#\s*include\s*[<"](lwcl/[^>"]+)[>"]', re.M)
+studies_re = re.compile(r'^\s*#\s*include\s*[<"](studies/[^>"]+)[>"]', re.M)
 
 
 def room(rel):
@@ -60,7 +62,11 @@ def check(LWCL):
         if src not in FLOORS:
             problems.append(f"{rel}: folder '{src}' has no floor; add it to FLOORS in tools/check_layering.py and DESIGN.md")
             continue
-        for inc in include_re.findall(f.read_text()):
+        text = f.read_text()
+        for inc in studies_re.findall(text):
+            problems.append(f"{rel} (floor {FLOORS[src]}, {src}) includes {inc}, the study harness (floor 8, above the "
+                            f"library): the library may not include it")
+        for inc in include_re.findall(text):
             target_rel = pathlib.Path(inc).relative_to("lwcl")
             dst = room(target_rel)
             if dst is None:
@@ -104,6 +110,7 @@ def self_test():
         "backend/cuda/policies/ok.cuh": ('#include "lwcl/policies/concept.hpp"\n', None),
         "policies/concept.hpp": ("", None),
         "distill/p.hpp": ('#include "lwcl/policies/concept.hpp"\n', None),
+        "eval/h.hpp": ('#include "studies/comparison.hpp"\n', "the library may not include it"),
     }
     with tempfile.TemporaryDirectory() as d:
         root = pathlib.Path(d)

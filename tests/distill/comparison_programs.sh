@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The comparison programs on the harness (distill/compare/comparison.hpp), end to end on a small gpt2
+# The comparison programs on the harness (studies/comparison.hpp), end to end on a small gpt2
 # teacher trained on the project's docs: quickstart, curriculum_ablation, cache_tiers,
 # segmentation_compare and lwcl_vs_kd each write config.json (every option), report.json (one entry per
 # method), table.md and the plots, and what each program claims of its runs holds in what it wrote.

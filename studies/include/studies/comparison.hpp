@@ -9,7 +9,7 @@
 // table.md, cumulative_error.png and the plots the program asked for, and says which methods produced
 // bitwise the same student.
 //
-//   compare::comparison<backend::cpu, policies::pruning::wanda_sp> cmp("my_study", "what it compares",
+//   studies::comparison<backend::cpu, policies::pruning::wanda_sp> cmp("my_study", "what it compares",
 //                                                                       "steps:200", "budget help");
 //   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 //   return cmp.run([&] {
@@ -49,8 +49,6 @@
 #include "lwcl/core/program.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/data/shards.hpp"
-#include "lwcl/distill/compare/options.hpp"
-#include "lwcl/distill/compare/table.hpp"
 #include "lwcl/distill/curve.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/distill/pipeline.hpp"
@@ -71,8 +69,17 @@
 #include "lwcl/prune/surgery.hpp"
 #include "lwcl/report/plot.hpp"
 #include "lwcl/train/lm_training.hpp"
+#include "studies/options.hpp"
+#include "studies/table.hpp"
 
-namespace lwcl::distill::compare {
+namespace lwcl::studies {
+
+using distill::curve_point;
+using distill::e2e_options;
+using distill::pipeline_result;
+using distill::plot_cumulative_error;
+using distill::student_state;
+using distill::train_e2e_kd;
 
 // `criterion` scores from calibration statistics on the first `calib_batches` batches of `calib`,
 // `ratio` of every layer's KV groups and FFN channels removed (uniform allocation), physically cut.
@@ -276,8 +283,8 @@ class comparison {
     return static_cast<index_t>(steps_of(total_)) /
            std::max<index_t>(1, policies::visit_count(c, policies::segmentation_stages(s, cfg), cfg.n_layers()));
   }
-  pipeline_options recovery_options() const { return compare::recovery_options(opt_, total_); }
-  pipeline_options recovery_options(const budget& b) const { return compare::recovery_options(opt_, b); }
+  pipeline_options recovery_options() const { return studies::recovery_options(opt_, total_); }
+  pipeline_options recovery_options(const budget& b) const { return studies::recovery_options(opt_, b); }
   const student_state& pruned() const { return pruned_; }
   // The table's rows: the teacher, the pruned student, then every method in the order it ran.
   std::vector<method_row> rows() const {
@@ -1068,4 +1075,4 @@ void comparison<Backend, Criterion>::summarise_seeds(double seconds_so_far) {
               program_.c_str(), opt_.out.c_str(), seconds_so_far);
 }
 
-}  // namespace lwcl::distill::compare
+}  // namespace lwcl::studies

@@ -14,7 +14,7 @@
 
 #include "lwcl/report/format.hpp"
 
-namespace lwcl::distill::compare {
+namespace lwcl::studies {
 
 // One row of a comparison table. `details` holds whatever else is known of the run (its policies, steps,
 // stall, ...): all of it goes into report.json, and the columns a program names into its second table.
@@ -211,4 +211,4 @@ inline std::string markdown(const std::vector<method_row>& rows, const std::stri
   return md;
 }
 
-}  // namespace lwcl::distill::compare
+}  // namespace lwcl::studies

@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
-#include "lwcl/distill/compare/table.hpp"
 #include "lwcl/distill/curve.hpp"
 #include "lwcl/report/format.hpp"
+#include "studies/table.hpp"
 
-namespace lwcl::distill::compare {
+namespace lwcl::studies {
 
 // The detail columns time_to_target fills, for comparison::columns.
 inline std::vector<std::string> time_to_target_columns() {
@@ -26,7 +26,7 @@ inline std::vector<std::string> time_to_target_columns() {
           "peak_compute_ratio"};
 }
 
-// `Comparison`: a compare::comparison (reaching, curve_sample, note). `kd` and every row of `layerwise`
+// `Comparison`: a studies::comparison (reaching, curve_sample, note). `kd` and every row of `layerwise`
 // must have a curve (--curve-points > 0).
 template <class Comparison>
 nlohmann::ordered_json time_to_target(Comparison& cmp, const method_row& kd, const std::vector<method_row*>& layerwise) {
@@ -86,4 +86,4 @@ nlohmann::ordered_json time_to_target(Comparison& cmp, const method_row& kd, con
   return summary;
 }
 
-}  // namespace lwcl::distill::compare
+}  // namespace lwcl::studies

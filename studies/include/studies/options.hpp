@@ -16,7 +16,12 @@
 #include "lwcl/distill/pipeline/options.hpp"
 #include "lwcl/model/checkpoint/save_options.hpp"
 
-namespace lwcl::distill::compare {
+namespace lwcl::studies {
+
+// The library's recovery vocabulary, which the harness speaks throughout.
+using distill::budget;
+using distill::budget_unit;
+using distill::pipeline_options;
 
 struct options {
   std::string data = "data/prepared";
@@ -125,7 +130,7 @@ inline checkpoint::hf_save_options student_save_options(const options& o) {
 // A --budget option: a plain number is seconds, otherwise steps:N, tokens:N or seconds:N.
 inline budget budget_option(std::string text) {
   if (text.find(':') == std::string::npos) text = "seconds:" + text;
-  return parse_budget(text);
+  return distill::parse_budget(text);
 }
 
 // The pipeline options every recovery starts from: the budget `total`, the peak learning rate decaying
@@ -152,4 +157,4 @@ struct training_stream {
   training_stream& operator=(const training_stream&) = delete;
 };
 
-}  // namespace lwcl::distill::compare
+}  // namespace lwcl::studies
