@@ -23,6 +23,7 @@
 #include "lwcl/model/tokenizer/wordpiece.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "lwcl/policies/pruning/uniform.hpp"
 #include "lwcl/core/program.hpp"
 
 namespace lwcl::experiments::minilm_detail {
@@ -221,12 +222,12 @@ int minilm_main(int argc, char** argv) {
         auto t = load_teacher();
         std::unique_ptr<enc_t> shallow;
         if (depth > 0) {
-          shallow = studies::prune_depth(*t, calib, depth, calib_batches, kept);
+          shallow = policies::pruning::prune_depth(*t, calib, depth, calib_batches, kept);
         } else {
           for (index_t l = 0; l < t->config().n_layers(); ++l) kept.push_back(l);
         }
         const enc_t& src = shallow ? *shallow : *t;
-        pruned = ratio > 0 ? studies::prune_uniform(src, calib, policies::pruning::wanda_sp{}, ratio, calib_batches)
+        pruned = ratio > 0 ? policies::pruning::prune_uniform(src, calib, policies::pruning::wanda_sp{}, ratio, calib_batches)
                            : prune::apply_plan(src, prune::keep_all(src.config()));
         row tr{"teacher"};
         tr.fig["parameters"] = t->num_parameters();

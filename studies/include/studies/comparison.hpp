@@ -62,11 +62,8 @@
 #include "lwcl/model/layer_map.hpp"
 #include "lwcl/model/tokenizer/folder.hpp"
 #include "lwcl/policies/bundle.hpp"
-#include "lwcl/policies/pruning/block_influence.hpp"
 #include "lwcl/policies/pruning/concept.hpp"
-#include "lwcl/prune/allocate.hpp"
-#include "lwcl/prune/stats.hpp"
-#include "lwcl/prune/surgery.hpp"
+#include "lwcl/policies/pruning/uniform.hpp"
 #include "lwcl/report/plot.hpp"
 #include "lwcl/train/lm_training.hpp"
 #include "studies/options.hpp"
@@ -80,37 +77,6 @@ using distill::pipeline_result;
 using distill::plot_cumulative_error;
 using distill::student_state;
 using distill::train_e2e_kd;
-
-// `criterion` scores from calibration statistics on the first `calib_batches` batches of `calib`,
-// `ratio` of every layer's KV groups and FFN channels removed (uniform allocation), physically cut.
-// `Net` is a model::transformer or a model::encoder.
-template <class Net, policies::pruning_criterion Criterion>
-std::unique_ptr<Net> prune_uniform(const Net& teacher, const data::batch_loader& calib, const Criterion& criterion,
-                                   double ratio, index_t calib_batches) {
-  const auto stats = prune::collect_statistics(teacher, calib, calib.batch_size(), calib.seq_len(), calib_batches);
-  const auto scores = policies::score_groups(criterion, prune::make_scoring_input(teacher, stats));
-  prune::allocation alloc;
-  alloc.ratio = ratio;
-  return prune::apply_plan(teacher, prune::allocate(teacher.backend(), teacher.config(), scores, alloc));
-}
-
-// Block influence (1 - the cosine between a layer's input and output, on the first `calib_batches`
-// batches of `calib`) removes `fraction` of the teacher's layers; `kept` receives the teacher layers
-// that remain.
-template <class Net>
-std::unique_ptr<Net> prune_depth(const Net& teacher, const data::batch_loader& calib, double fraction,
-                                 index_t calib_batches, std::vector<index_t>& kept) {
-  const auto stats = prune::collect_statistics(teacher, calib, calib.batch_size(), calib.seq_len(), calib_batches);
-  const auto scores = policies::score_groups(policies::pruning::block_influence{}, prune::make_scoring_input(teacher, stats));
-  prune::allocation alloc;
-  alloc.gran = prune::granularity::layers;
-  alloc.ratio = fraction;
-  const auto plan = prune::allocate(teacher.backend(), teacher.config(), scores, alloc);
-  kept.clear();
-  for (index_t l = 0; l < teacher.config().n_layers(); ++l)
-    if (!plan.layers[static_cast<std::size_t>(l)].removed) kept.push_back(l);
-  return prune::apply_plan(teacher, plan);
-}
 
 namespace comparison_detail {
 
@@ -590,7 +556,7 @@ void comparison<Backend, Criterion>::start() {
   std::unique_ptr<net_t> p;
   std::vector<index_t> kept;
   if (opt_.depth > 0) {
-    p = prune_depth(*t, calib_loader, opt_.depth, calib, kept);
+    p = policies::pruning::prune_depth(*t, calib_loader, opt_.depth, calib, kept);
     std::string k;
     for (const auto l : kept) k += (k.empty() ? "" : " ") + std::to_string(l);
     std::printf("block_influence removes %.0f%% of the layers: %lld -> %lld, teacher layers kept: %s\n", 100 * opt_.depth,
@@ -610,7 +576,7 @@ void comparison<Backend, Criterion>::start() {
     p = std::move(w);
   } else if (opt_.ratio > 0 || !p) {
     auto& src = p ? *p : *t;
-    auto w = prune_uniform(src, calib_loader, criterion_, opt_.ratio, calib);
+    auto w = policies::pruning::prune_uniform(src, calib_loader, criterion_, opt_.ratio, calib);
     p = std::move(w);
   }
   const double prune_seconds = clock.seconds();
