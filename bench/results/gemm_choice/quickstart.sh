@@ -25,6 +25,6 @@ for p in openblas auto; do
   start=$(date +%s.%N)
   LWCL_GEMM=$p "$b/experiments/quickstart" --teacher "$out/$p/teacher" --out "$out/$p/run" > "$out/$p.log" 2>&1
   end=$(date +%s.%N)
-  echo "## LWCL_GEMM=$p: wall $(echo "$end - $start" | bc) s"
+  echo "## LWCL_GEMM=$p: wall $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s"
   summary "$out/$p.log"
 done

@@ -241,7 +241,7 @@ void write_stream_atomic(const std::filesystem::path& path, Fill&& fill, write_o
 // An exclusive advisory lock (flock) on a file, created when missing: held from construction to
 // destruction, and released by the kernel if the process dies. For a read-decide-write that processes
 // started together must do once (gemm::choice's cache). Where the file cannot be opened (an unwritable
-// folder) it holds nothing and held() says so; the caller goes on unlocked.
+// folder) it holds nothing, and the caller goes on unlocked.
 class file_lock {
  public:
   explicit file_lock(const std::filesystem::path& path) noexcept
@@ -257,7 +257,6 @@ class file_lock {
   }
   file_lock(const file_lock&) = delete;
   file_lock& operator=(const file_lock&) = delete;
-  bool held() const noexcept { return fd_ >= 0; }
 
  private:
   int fd_ = -1;
