@@ -14,6 +14,7 @@
 #include "lwcl/policies/cache/compressed.hpp"
 #include "lwcl/policies/cache/disk.hpp"
 #include "lwcl/policies/cache/host.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace tiers = lwcl::policies::cache;
@@ -24,10 +25,10 @@ int main(int argc, char** argv) {
                               "budget of every tier: steps:N or tokens:N (seconds would not do the same work)");
   int prefetch_threads = 1, ring = 3, zstd_level = 1;
   cmp.cli().add_option("--prefetch-threads", prefetch_threads, "prefetcher threads reading and decoding features")
-      ->check(CLI::PositiveNumber);
+      ->check(studies::positive);
   cmp.cli().add_option("--ring", ring, "staging buffers of the prefetcher (2 or more overlap reading with training)")
-      ->check(CLI::PositiveNumber);
-  cmp.cli().add_option("--zstd-level", zstd_level, "level of the compressed<host, zstd> tier")->check(CLI::Range(1, 19));
+      ->check(studies::positive);
+  cmp.cli().add_option("--zstd-level", zstd_level, "level of the compressed<host, zstd> tier")->check(studies::within(1, 19));
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   return cmp.run([&] {

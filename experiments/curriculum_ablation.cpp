@@ -17,6 +17,7 @@
 #include "lwcl/policies/curriculum/random.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/policies/segmentation/uniform.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace cur = lwcl::policies::curriculum;
@@ -31,10 +32,10 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;  // of the random order
   bool core_only = false;
   auto& cli = cmp.cli();
-  cli.add_option("--ramp-start", ramp_start, "ramp: last teacher-only step, as a fraction of a visit")->check(CLI::Range(0., 1.));
-  cli.add_option("--ramp-end", ramp_end, "ramp: first student-only step, as a fraction of a visit")->check(CLI::Range(0., 1.));
+  cli.add_option("--ramp-start", ramp_start, "ramp: last teacher-only step, as a fraction of a visit")->check(studies::within(0., 1.));
+  cli.add_option("--ramp-end", ramp_end, "ramp: first student-only step, as a fraction of a visit")->check(studies::within(0., 1.));
   cli.add_option("--ramp-visit-steps", ramp_visit_steps, "steps of a visit the ramp fractions refer to; 0: the "
-                 "budget's steps divided by the visits")->check(CLI::NonNegativeNumber);
+                 "budget's steps divided by the visits")->check(studies::non_negative);
   cli.add_option("--order-seed", seed, "seed of the random visiting order");
   cli.add_flag("--core-only", core_only, "leave out the hard_to_easy and random orders");
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;

@@ -26,6 +26,7 @@
 
 #include "host_instances.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 
@@ -60,15 +61,15 @@ int main(int argc, char** argv) {
   app.add_option("text", text_path, "UTF-8 text file to score (perplexity)")->check(CLI::ExistingFile);
   app.add_option("--mc", mc, "zero-shot multiple-choice task files (jsonl: context, choices, gold), scored with "
                              "lm-eval's protocol")->check(CLI::ExistingFile);
-  app.add_option("--mc-limit", mc_limit, "score only the first N items of each task")->check(CLI::PositiveNumber);
+  app.add_option("--mc-limit", mc_limit, "score only the first N items of each task")->check(studies::positive);
   app.add_option("--mc-out", mc_out, "write the multiple-choice results (every choice's log-likelihood) as JSON here");
-  app.add_option("--seq-len", seq_len, "tokens of context per window (default: the model's max_seq)")->check(CLI::PositiveNumber);
-  app.add_option("--stride", stride, "targets scored per window (default: seq_len / 2)")->check(CLI::PositiveNumber);
+  app.add_option("--seq-len", seq_len, "tokens of context per window (default: the model's max_seq)")->check(studies::positive);
+  app.add_option("--stride", stride, "targets scored per window (default: seq_len / 2)")->check(studies::positive);
   app.add_option("--split", split, "name printed in the protocol (e.g. validation)");
   app.add_option("--dump-logits", dump, "write the first sequence's logits (raw float32 with a header) to this file");
   CLI11_PARSE(app, argc, argv);
 
-  try {
+  return lwcl::guard_main([&] {
     namespace fs = std::filesystem;
     check(!text_path.empty() || !mc.empty(), "eval_model: nothing to score; give a text file, --mc TASK.jsonl, or both");
     const auto cfg = checkpoint::read_hf_config(model_dir);
@@ -127,10 +128,5 @@ int main(int argc, char** argv) {
                   static_cast<long long>(T), static_cast<long long>(cfg.vocab), dump.c_str());
     }
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -45,6 +45,7 @@
 #include "lwcl/report/plot.hpp"
 
 #include "host_instances.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace fs = std::filesystem;
@@ -439,42 +440,42 @@ int main(int argc, char** argv) {
   app.add_option("--out", st.out, "output folder (default runs/gelaco); a search.json there is resumed");
   app.add_option("--fitness", st.fitness, "residual+kl (default), residual, kl, or module")
       ->check(CLI::IsMember({"residual+kl", "residual", "kl", "module"}));
-  app.add_option("--kl-weight", st.kl_weight, "residual+kl: quality = similarity - weight x KL")->check(CLI::NonNegativeNumber);
+  app.add_option("--kl-weight", st.kl_weight, "residual+kl: quality = similarity - weight x KL")->check(studies::non_negative);
   bool top_k = false;
   index_t k = 512;
   app.add_flag("--top-k-kl", top_k, "the KL over the teacher's top K tokens at each position instead of the full KL");
-  app.add_option("--top-k", k, "K of the top-K KL")->check(CLI::PositiveNumber);
+  app.add_option("--top-k", k, "K of the top-K KL")->check(studies::positive);
   app.add_option("--objective", st.objective, "multi (NSGA-II over quality and compression) or single (GA at --target)")
       ->check(CLI::IsMember({"multi", "single"}));
   index_t target = 0;
-  app.add_option("--target", target, "single: layers to remove (default: a quarter of them)")->check(CLI::NonNegativeNumber);
+  app.add_option("--target", target, "single: layers to remove (default: a quarter of them)")->check(studies::non_negative);
   app.add_option("--compression", st.compression, "the compression axis: layers, parameters or flops removed")
       ->check(CLI::IsMember({"layers", "parameters", "flops"}));
-  app.add_option("--population", population, "individuals (a multiple of 4)")->check(CLI::PositiveNumber);
-  app.add_option("--generations", generations, "generations after the first")->check(CLI::NonNegativeNumber);
+  app.add_option("--population", population, "individuals (a multiple of 4)")->check(studies::positive);
+  app.add_option("--generations", generations, "generations after the first")->check(studies::non_negative);
   app.add_option("--seed", seed, "the search's seed (and the calibration batches')");
-  app.add_option("--threads", threads, "evaluations in parallel")->check(CLI::PositiveNumber);
-  app.add_option("--crossover", st.search.crossover, "SBX crossover probability (default 0.9)")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--eta-c", st.search.eta_c, "SBX distribution index (default 20)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "evaluations in parallel")->check(studies::positive);
+  app.add_option("--crossover", st.search.crossover, "SBX crossover probability (default 0.9)")->check(studies::within(0.0, 1.0));
+  app.add_option("--eta-c", st.search.eta_c, "SBX distribution index (default 20)")->check(studies::positive);
   app.add_option("--mutation", st.search.mutation, "polynomial mutation probability per gene (default 1 / (3 L))")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--eta-m", st.search.eta_m, "polynomial mutation distribution index (default 20)")->check(CLI::PositiveNumber);
+      ->check(studies::within(0.0, 1.0));
+  app.add_option("--eta-m", st.search.eta_m, "polynomial mutation distribution index (default 20)")->check(studies::positive);
   app.add_option("--alpha", alpha, "fix every merge weight to this (1: LaCo's merge, 0: dropping) instead of searching them")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(studies::within(0.0, 1.0));
   app.add_option("--remove", st.remove, "fractions of the layers at which the best student is written (default 0.25 0.5)");
   app.add_option("--hv-quality-ref", st.hv_quality_ref, "the hypervolume's reference quality (default -1)");
-  app.add_option("--calib-batches", st.calib_batches, "calibration batches from the training split")->check(CLI::PositiveNumber);
-  app.add_option("--batch", st.batch, "sequences per calibration batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", st.seq, "tokens per sequence (default: the model's max_seq)")->check(CLI::NonNegativeNumber);
-  app.add_option("--eval-tokens", st.eval_tokens, "predicted tokens of the held-out perplexity sample")->check(CLI::PositiveNumber);
+  app.add_option("--calib-batches", st.calib_batches, "calibration batches from the training split")->check(studies::positive);
+  app.add_option("--batch", st.batch, "sequences per calibration batch")->check(studies::positive);
+  app.add_option("--seq", st.seq, "tokens per sequence (default: the model's max_seq)")->check(studies::non_negative);
+  app.add_option("--eval-tokens", st.eval_tokens, "predicted tokens of the held-out perplexity sample")->check(studies::positive);
   app.add_option("--sample-tokens", st.sample_tokens, "tokens of each student's greedy sample (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(studies::non_negative);
   app.add_option("--prompt", st.prompt, "the greedy samples' prompt");
   app.add_flag("--seed-baselines", st.seed_baselines, "start the search from ShortGPT's and LaCo's students at each --remove "
                "count (their layer maps as genomes, in the first population's first places)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  try {
+  return lwcl::guard_main([&] {
     st.search.multi_objective = st.objective == "multi";
     st.search.population = population;
     st.search.generations = generations;
@@ -495,10 +496,5 @@ int main(int argc, char** argv) {
     if (st.fitness == "kl") return run(st, policies::fitness::kl_divergence{top_k});
     if (st.fitness == "module") return run(st, policies::fitness::module_cosine{});
     return run(st, policies::fitness::residual_and_kl{st.kl_weight, top_k});
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -17,14 +17,15 @@
 #include <string>
 #include <vector>
 
-#include "efficiency.hpp"
+#include "host_instances.hpp"
+#include "studies/efficiency.hpp"
 #include "lwcl/core/program.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_map.hpp"
 #include "lwcl/report/plot.hpp"
 
 using namespace lwcl;
-namespace pr = lwcl::paper_repro;
+namespace pr = lwcl::studies::repro;
 namespace fs = std::filesystem;
 
 namespace {
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
   if (no_test_split) d.test_split = false;
 
-  try {
+  return lwcl::guard_main([&] {
     const fs::path search_dir(search);
     const auto names = students_opt.empty() ? listed_students(search_dir) : pr::split_list(students_opt);
     check(!names.empty(), "gelaco_recover: --students names no student");
@@ -250,10 +251,5 @@ int main(int argc, char** argv) {
                     fs::path(base) / "perplexity.png");
     std::printf("gelaco_recover: wrote %s/perplexity.png\n", base.c_str());
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -34,6 +34,7 @@
 #include "lwcl/policies/loss/nmse.hpp"
 #include "lwcl/policies/loss/weighted_sum.hpp"
 #include "lwcl/policies/segmentation/growing.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace cur = lwcl::policies::curriculum;
@@ -56,27 +57,27 @@ struct knobs {
 };
 
 void add_knobs(CLI::App& cli, knobs& k) {
-  cli.add_option("--lwcl-lr", k.lwcl_lr, "LWCL's peak learning rate (0: --lr)")->check(CLI::NonNegativeNumber);
+  cli.add_option("--lwcl-lr", k.lwcl_lr, "LWCL's peak learning rate (0: --lr)")->check(studies::non_negative);
   cli.add_option("--e2e-lr", k.e2e_lr, "end-to-end KD's peak learning rate (2e-3 unless given; 0: --lr)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(studies::non_negative);
   cli.add_option("--final-kd-share", k.final_kd_share, "share of LWCL's budget for a closing end-to-end logit KD stage "
-                 "(0: none)")->check(CLI::Range(0.0, 0.9));
+                 "(0: none)")->check(studies::within(0.0, 0.9));
   cli.add_option("--kd-lr", k.kd_lr, "peak learning rate of LWCL's closing KD stage, decaying to a tenth (0: LWCL's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(studies::non_negative);
   cli.add_option("--cosine-weight", k.cosine_weight, "LWCL's local loss nmse + w * cosine (0: nmse alone)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(studies::non_negative);
   cli.add_flag("--growth", k.growth, "LWCL's segments grow stage by stage, 1, 2, 4, ... layers (segmentation::growing), "
                "instead of one layer each");
   cli.add_option("--ramp", k.ramp, "START,END: LWCL moves each segment from teacher to student inputs between these "
                  "fractions of a visit (curriculum::ramp) instead of its two stages; needs --ramp-visit-steps")
-      ->expected(2)->delimiter(',')->check(CLI::Range(0.0, 1.0));
+      ->expected(2)->delimiter(',')->check(studies::within(0.0, 1.0));
   cli.add_option("--ramp-visit-steps", k.ramp_visit_steps, "steps of a visit the --ramp fractions refer to (under a "
                  "seconds budget a visit's length is not known in advance: read it off a run without the ramp)")
-      ->check(CLI::NonNegativeNumber);
-  cli.add_option("--e2e-temperature", k.e2e_temperature, "end-to-end KD's softmax temperature")->check(CLI::PositiveNumber);
+      ->check(studies::non_negative);
+  cli.add_option("--e2e-temperature", k.e2e_temperature, "end-to-end KD's softmax temperature")->check(studies::positive);
   cli.add_option("--e2e-hidden-mse", k.e2e_hidden_mse,
                  "weight of end-to-end KD's last-hidden-state MSE term (1 unless given; 0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(studies::non_negative);
   cli.add_option("--only", k.only, "run this method alone (no time-to-target summary)")
       ->check(CLI::IsMember({"lwcl", "layerwise_no_curriculum", "e2e_kd"}));
 }

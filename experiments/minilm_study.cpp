@@ -24,7 +24,9 @@
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/policies/pruning/uniform.hpp"
+#include "lwcl/report/stats.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 namespace lwcl::experiments::minilm_detail {
 
@@ -86,21 +88,21 @@ int minilm_main(int argc, char** argv) {
   app.add_option("--model", model_dir, "the pretrained encoder's folder (config.json, vocab.txt, model.safetensors)");
   app.add_option("--corpus", corpus, "corpus folder with manifest.json (tools/fetch_corpus.sh): splits of raw text");
   app.add_option("--budget", budget_text, "every recovery's budget: steps:N, tokens:N or seconds:N (a plain number)");
-  app.add_option("--ratio", ratio, "fraction of every layer's heads and FFN channels removed")->check(CLI::Range(0.0, 0.95));
+  app.add_option("--ratio", ratio, "fraction of every layer's heads and FFN channels removed")->check(studies::within(0.0, 0.95));
   app.add_option("--depth", depth, "fraction of the layers removed by block influence first (0.5: 6 -> 3)")
-      ->check(CLI::Range(0.0, 0.9));
-  app.add_option("--lr", lr, "peak learning rate of every recovery")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per training batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per training sequence, [CLS] and [SEP] included")->check(CLI::Range(3, 512));
+      ->check(studies::within(0.0, 0.9));
+  app.add_option("--lr", lr, "peak learning rate of every recovery")->check(studies::positive);
+  app.add_option("--batch", batch, "sequences per training batch")->check(studies::positive);
+  app.add_option("--seq", seq, "tokens per training sequence, [CLS] and [SEP] included")->check(studies::within(3, 512));
   app.add_option("--feature-batches", feature_batches, "batches whose boundary features the layer-wise methods cache")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--calib-batches", calib_batches, "calibration batches of the pruning criteria")->check(CLI::PositiveNumber);
-  app.add_option("--pool", pool_size, "held-out sentences judged (and neighbours searched among)")->check(CLI::Range(12, 1000000));
+      ->check(studies::positive);
+  app.add_option("--calib-batches", calib_batches, "calibration batches of the pruning criteria")->check(studies::positive);
+  app.add_option("--pool", pool_size, "held-out sentences judged (and neighbours searched among)")->check(studies::within(12, 1000000));
   app.add_option("--curve-points", curve_points, "embedding distance at this many points of every budget (0: no curves)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--curve-pool", curve_pool, "sentences of the curves' pool")->check(CLI::Range(2, 100000));
+      ->check(studies::non_negative);
+  app.add_option("--curve-pool", curve_pool, "sentences of the curves' pool")->check(studies::within(2, 100000));
   app.add_flag("--test-split", test_split, "also judge every method on the test split's pool (final tables only)");
-  app.add_option("--seeds", seeds, "runs of every method: seeds --seed, --seed + 1, ...")->check(CLI::PositiveNumber);
+  app.add_option("--seeds", seeds, "runs of every method: seeds --seed, --seed + 1, ...")->check(studies::positive);
   app.add_option("--seed", first_seed, "the first seed");
   app.add_option("--out", out, "run directory");
   CLI11_PARSE(app, argc, argv);
@@ -410,13 +412,9 @@ int minilm_main(int argc, char** argv) {
           for (const auto& [seed, rows] : per_seed)
             if (rows[m].fig.contains(key)) xs.push_back(rows[m].fig.at(key).get<double>());
           if (xs.size() != per_seed.size()) continue;
-          double mean = 0;
-          for (const double x : xs) mean += x / static_cast<double>(xs.size());
-          double ss = 0;
-          for (const double x : xs) ss += (x - mean) * (x - mean);
-          const double sd = xs.size() > 1 ? std::sqrt(ss / static_cast<double>(xs.size() - 1)) : 0.0;
-          j[key] = {{"mean", mean}, {"sd", sd}, {"values", xs}};
-          st[key] = {mean, sd};
+          const report::summary s = report::summarise(xs);
+          j[key] = {{"mean", s.mean}, {"sd", s.sd}, {"values", xs}};
+          st[key] = {s.mean, s.sd};
         }
         methods.push_back(j);
         auto pm = [&](const char* key, double scale, const char* fmt) {

@@ -59,6 +59,7 @@
 
 #include "host_instances.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -183,30 +184,30 @@ int main(int argc, char** argv) {
                                     "multiples of 32)");
   app.add_option("--splits", splits_list, "comma-separated held-out splits scored");
   app.add_option("--seeds", seeds, "seeds of each (method, target): the feature batches and the Gumbel noise")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--first-seed", first_seed, "the first seed")->check(CLI::NonNegativeNumber);
-  app.add_option("--steps", steps, "search steps per layer")->check(CLI::PositiveNumber);
-  app.add_option("--finetune", finetune, "steps per layer with the chosen candidate fixed")->check(CLI::NonNegativeNumber);
-  app.add_option("--batches", batches, "cached teacher feature batches (the steps cycle through them)")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(CLI::NonNegativeNumber);
-  app.add_option("--calib-batches", calib_batches, "GPTQ calibration batches of the export")->check(CLI::PositiveNumber);
-  app.add_option("--eval-tokens", eval_tokens, "predicted tokens of each held-out sample")->check(CLI::PositiveNumber);
-  app.add_option("--lr", lr, "AdamW learning rate of the layer weights")->check(CLI::PositiveNumber);
-  app.add_option("--arch-lr", arch_lr, "Adam learning rate of the architecture logits")->check(CLI::PositiveNumber);
-  app.add_option("--lambda", lambda, "weight of the latency term")->check(CLI::NonNegativeNumber);
+      ->check(studies::positive);
+  app.add_option("--first-seed", first_seed, "the first seed")->check(studies::non_negative);
+  app.add_option("--steps", steps, "search steps per layer")->check(studies::positive);
+  app.add_option("--finetune", finetune, "steps per layer with the chosen candidate fixed")->check(studies::non_negative);
+  app.add_option("--batches", batches, "cached teacher feature batches (the steps cycle through them)")->check(studies::positive);
+  app.add_option("--batch", batch, "sequences per batch")->check(studies::positive);
+  app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(studies::non_negative);
+  app.add_option("--calib-batches", calib_batches, "GPTQ calibration batches of the export")->check(studies::positive);
+  app.add_option("--eval-tokens", eval_tokens, "predicted tokens of each held-out sample")->check(studies::positive);
+  app.add_option("--lr", lr, "AdamW learning rate of the layer weights")->check(studies::positive);
+  app.add_option("--arch-lr", arch_lr, "Adam learning rate of the architecture logits")->check(studies::positive);
+  app.add_option("--lambda", lambda, "weight of the latency term")->check(studies::non_negative);
   app.add_option("--latency-loss", latency_loss, "hinge: lambda * max(0, log(E / target)); two_sided: lambda * |log(E / target)|")
       ->check(CLI::IsMember({"hinge", "two_sided"}));
-  app.add_option("--tau-start", tau_start, "Gumbel-softmax temperature at the first step")->check(CLI::PositiveNumber);
-  app.add_option("--tau-end", tau_end, "temperature at the last search step (annealed geometrically)")->check(CLI::PositiveNumber);
+  app.add_option("--tau-start", tau_start, "Gumbel-softmax temperature at the first step")->check(studies::positive);
+  app.add_option("--tau-end", tau_end, "temperature at the last search step (annealed geometrically)")->check(studies::positive);
   app.add_option("--timing-rounds", timing_rounds, "rounds of the decoding-step timing (each times every model; the median "
-                                                  "is reported)")->check(CLI::PositiveNumber);
+                                                  "is reported)")->check(studies::positive);
   app.add_option("--threads", threads, "threads of the training, the latency table and the decoding measurements")
-      ->check(CLI::PositiveNumber);
+      ->check(studies::positive);
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
-  try {
+  return lwcl::guard_main([&] {
     namespace fs = std::filesystem;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
@@ -636,10 +637,5 @@ int main(int argc, char** argv) {
     report::write_png(ch, dir / "pareto.png");
     std::printf("nas_mp: wrote %s/{table.md,results.csv,results.json,latency_table.json,pareto.png}\n", out.c_str());
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

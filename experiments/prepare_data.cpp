@@ -22,6 +22,7 @@
 #include "lwcl/data/shards.hpp"
 #include "lwcl/model/tokenizer/bpe_trainer.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   std::size_t vocab = 2048;
   app.add_option("--corpus", corpus, "folder written by tools/fetch_corpus.sh");
   app.add_option("--out", out, "output folder");
-  app.add_option("--vocab", vocab, "vocabulary size (256 bytes + merges + <|endoftext|>)")->check(CLI::Range(257, 1 << 20));
+  app.add_option("--vocab", vocab, "vocabulary size (256 bytes + merges + <|endoftext|>)")->check(studies::within(257, 1 << 20));
   app.add_option("--train-corpus", train_corpus, "train (vocabulary and train.bin) on this corpus's documents only, e.g. "
                  "kjv: a teacher of one corpus, the other's test documents out of its domain");
   CLI11_PARSE(app, argc, argv);

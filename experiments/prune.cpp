@@ -33,6 +33,7 @@
 
 #include "host_instances.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace pp = lwcl::policies::pruning;
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   app.add_option("--ratio", ratio, "fraction of the groups removed (layer_collapse: of the layers)");
   app.add_option("--param-ratio", param_ratio,
                  "instead of --ratio: remove this fraction of all parameters (the group ratio is searched for)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(studies::within(0.0, 0.99));
   app.add_flag("--global", global, "rank groups across layers (adaptive widths) instead of the same ratio per layer");
   app.add_flag("--joint", joint, "with --global: rank KV groups and FFN channels together, weighted by the parameters "
                "each removes (FLAP's adaptive structure; --ratio is then the fraction of their parameters removed)");
@@ -75,11 +76,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"kv_groups", "query_heads"}));
   app.add_flag("--no-bias-compensation", no_compensation, "FLAP without folding removed channels' means into biases");
   app.add_option("--threshold", threshold, "layer_collapse: minimum mean cosine of the logits");
-  app.add_option("--calib-batches", calib_batches, "calibration batches from the training split")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per calibration batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(CLI::NonNegativeNumber);
+  app.add_option("--calib-batches", calib_batches, "calibration batches from the training split")->check(studies::positive);
+  app.add_option("--batch", batch, "sequences per calibration batch")->check(studies::positive);
+  app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(studies::non_negative);
   app.add_option("--eval-tokens", eval_tokens, "predicted tokens of the held-out sample (windows of --seq over every "
-                 "validation document)")->check(CLI::PositiveNumber);
+                 "validation document)")->check(studies::positive);
   app.add_option("--seed", seed, "calibration batches and the random criterion");
   std::string save_dtype = "f32";
   app.add_option("--save-dtype", save_dtype, "weights of the student written: f32, bf16 or f16 (rounded to nearest even)")
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
-  try {
+  return lwcl::guard_main([&] {
     namespace fs = std::filesystem;
     check(criterion == "layer_collapse" || pp::known_criterion(criterion), "prune: criterion '", criterion,
           "' is unknown (expected ", pp::criterion_names, " or layer_collapse)");
@@ -200,10 +201,5 @@ int main(int argc, char** argv) {
     write_text_atomic(path, summary.dump(2) + "\n");
     std::printf("prune: wrote %s/model and %s\n", out.c_str(), path.c_str());
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -34,6 +34,7 @@
 
 #include "host_instances.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace qz = lwcl::policies::quantisers;
@@ -81,19 +82,19 @@ int main(int argc, char** argv) {
                                           "dividing every layer's input width)");
   app.add_option("--schemes", schemes, "comma-separated: sym, asym");
   app.add_option("--scale-type", scale_type, "how scales are stored: f16 or bf16")->check(CLI::IsMember({"f16", "bf16"}));
-  app.add_option("--seeds", seeds, "calibration seeds of each GPTQ setting")->check(CLI::PositiveNumber);
+  app.add_option("--seeds", seeds, "calibration seeds of each GPTQ setting")->check(studies::positive);
   app.add_option("--first-seed", first_seed, "the first calibration seed (seeds --first-seed, --first-seed + 1, ...)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--calib-batches", calib_batches, "calibration batches from the training split")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per calibration batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(CLI::NonNegativeNumber);
-  app.add_option("--eval-tokens", eval_tokens, "predicted tokens of each held-out sample")->check(CLI::PositiveNumber);
-  app.add_option("--damp", damp, "GPTQ dampening, a fraction of mean(diag H)")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--block", block, "GPTQ lazy-batch width in columns")->check(CLI::PositiveNumber);
+      ->check(studies::non_negative);
+  app.add_option("--calib-batches", calib_batches, "calibration batches from the training split")->check(studies::positive);
+  app.add_option("--batch", batch, "sequences per calibration batch")->check(studies::positive);
+  app.add_option("--seq", seq, "tokens per sequence (default: the model's max_seq)")->check(studies::non_negative);
+  app.add_option("--eval-tokens", eval_tokens, "predicted tokens of each held-out sample")->check(studies::positive);
+  app.add_option("--damp", damp, "GPTQ dampening, a fraction of mean(diag H)")->check(studies::within(0.0, 1.0));
+  app.add_option("--block", block, "GPTQ lazy-batch width in columns")->check(studies::positive);
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
-  try {
+  return lwcl::guard_main([&] {
     namespace fs = std::filesystem;
     const auto cfg = checkpoint::read_hf_config(model_dir);
     backend::cpu be;
@@ -290,10 +291,5 @@ int main(int argc, char** argv) {
     report::write_png(c, dir / "perplexity.png");
     std::printf("quantize: wrote %s/{table.md,results.csv,results.json,perplexity.png}\n", out.c_str());
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -31,6 +31,7 @@
 #include "lwcl/policies/pruning/magnitude.hpp"
 #include "lwcl/quant/format.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace fs = std::filesystem;
@@ -89,11 +90,11 @@ int main(int argc, char** argv) {
   app.add_option("--cache", cache_name, "host (RAM), disk (<out>/features) or compressed (exponent-coded on disk)")
       ->check(CLI::IsMember({"host", "disk", "compressed"}));
   app.add_option("--boundaries", boundaries, "layer map b[0..L] (default: summary.json beside the student, or identity)");
-  app.add_option("--kd-share", kd_share, "budget share of the final KD stage (curriculum lwcl)")->check(CLI::Range(0.0, 0.9));
+  app.add_option("--kd-share", kd_share, "budget share of the final KD stage (curriculum lwcl)")->check(studies::within(0.0, 0.9));
   app.add_option("--ramp-steps", ramp_steps, "curriculum lwcl: steps of a visit over which inputs move from teacher to "
                                              "student (default: a third of a visit's steps)");
   app.add_option("--checkpoint-every", checkpoint_every, "segment steps between checkpoints (0: visit ends only)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(studies::non_negative);
   std::string fake_quant;
   app.add_option("--fake-quant", fake_quant, "quantisation-aware recovery: train every segment on its linear weights "
                                              "fake-quantised to this format (int4:g64, int8:g0:asym, ...; straight through); "
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
-  try {
+  return lwcl::guard_main([&] {
     backend::cpu be;
     distill::student_state student;
     index_t teacher_layers = 0;
@@ -171,10 +172,5 @@ int main(int argc, char** argv) {
     std::printf("recover: validation perplexity %.3f (%s); last-layer error %.4f -> %.4f; wrote %s/\n", r.val_ppl,
                 r.val_protocol.c_str(), r.cumulative_error_before.back(), r.cumulative_error.back(), opt.out.c_str());
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

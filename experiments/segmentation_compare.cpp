@@ -19,6 +19,7 @@
 #include "lwcl/policies/segmentation/growing.hpp"
 #include "lwcl/policies/segmentation/memory_budget.hpp"
 #include "lwcl/policies/segmentation/uniform.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace cur = lwcl::policies::curriculum;
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   cmp.cli().add_option("--boundaries", boundaries, "explicit_boundaries: first layer of every segment after the first")
       ->delimiter(',');
   cmp.cli().add_option("--segment-bytes", segment_bytes, "memory_budget: bytes one segment may hold while it trains")
-      ->check(CLI::PositiveNumber);
+      ->check(studies::positive);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   return cmp.run([&] {

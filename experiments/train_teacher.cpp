@@ -13,6 +13,7 @@
 #ifdef __CUDACC__
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 #endif
 
 using namespace lwcl;
@@ -37,22 +38,22 @@ int main(int argc, char** argv) {
   app.add_option("--family", family, "gpt2, llama or qwen2")->check(CLI::IsMember({"gpt2", "llama", "qwen2"}));
   app.add_option("--device", device, "auto (CUDA when built with it and a GPU is present), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--steps", steps, "override the preset's optimisation steps")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "override sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", seq, "override tokens per sequence")->check(CLI::PositiveNumber);
-  app.add_option("--lr", lr, "override the peak learning rate (min is a tenth)")->check(CLI::PositiveNumber);
-  app.add_option("--width", width, "override d_model")->check(CLI::PositiveNumber);
-  app.add_option("--layers", layers, "override the number of layers")->check(CLI::PositiveNumber);
-  app.add_option("--heads", heads, "override attention heads")->check(CLI::PositiveNumber);
-  app.add_option("--kv-heads", kv_heads, "override KV heads (llama/qwen2)")->check(CLI::PositiveNumber);
-  app.add_option("--ffn", ffn, "override the FFN width")->check(CLI::PositiveNumber);
-  app.add_option("--checkpoint-every", checkpoint_every, "steps between checkpoints")->check(CLI::PositiveNumber);
-  app.add_option("--eval-every", eval_every, "steps between validation losses")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "override the preset's optimisation steps")->check(studies::positive);
+  app.add_option("--batch", batch, "override sequences per batch")->check(studies::positive);
+  app.add_option("--seq", seq, "override tokens per sequence")->check(studies::positive);
+  app.add_option("--lr", lr, "override the peak learning rate (min is a tenth)")->check(studies::positive);
+  app.add_option("--width", width, "override d_model")->check(studies::positive);
+  app.add_option("--layers", layers, "override the number of layers")->check(studies::positive);
+  app.add_option("--heads", heads, "override attention heads")->check(studies::positive);
+  app.add_option("--kv-heads", kv_heads, "override KV heads (llama/qwen2)")->check(studies::positive);
+  app.add_option("--ffn", ffn, "override the FFN width")->check(studies::positive);
+  app.add_option("--checkpoint-every", checkpoint_every, "steps between checkpoints")->check(studies::positive);
+  app.add_option("--eval-every", eval_every, "steps between validation losses")->check(studies::positive);
   app.add_flag("--quiet", quiet, "no progress bar");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
-  try {
+  return lwcl::guard_main([&] {
     namespace fs = std::filesystem;
     const auto train_path = (fs::path(data) / "train.bin").string();
     check(fs::exists(train_path), "train_teacher: no '", train_path,
@@ -107,10 +108,5 @@ int main(int argc, char** argv) {
     check(device != "cuda", "train_teacher: --device cuda needs a GPU: ", no_gpu);
     backend::cpu be;
     return report(train::train_lm(be, opt, data, out, hooks), backend::cpu::name);
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -35,14 +35,15 @@
 #include "lwcl/policies/segmentation/growing.hpp"
 #include "lwcl/policies/segmentation/memory_budget.hpp"
 #include "lwcl/policies/segmentation/uniform.hpp"
-#include "repro.hpp"
+#include "studies/repro.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 namespace cur = lwcl::policies::curriculum;
 namespace seg = lwcl::policies::segmentation;
 namespace tiers = lwcl::policies::cache;
-namespace pr = lwcl::paper_repro;
+namespace pr = lwcl::studies::repro;
 namespace fs = std::filesystem;
 
 namespace {
@@ -139,10 +140,10 @@ int main(int argc, char** argv) {
   cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: small budgets and samples");
   cmp.cli().add_option("--parts", parts, "the parts, comma-separated: curriculum, segmentation, cache");
   cmp.cli().add_option("--segment-bytes", segment_bytes, "memory_budget: bytes one segment may hold while it trains "
-                       "(0: 1.1 x what two layers of the student need)")->check(CLI::NonNegativeNumber);
+                       "(0: 1.1 x what two layers of the student need)")->check(studies::non_negative);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
-  try {
+  return lwcl::guard_main([&] {
     check(studies::budget_option(cmp.opt().budget).unit != distill::budget_unit::seconds, "ablation: the budget is ",
           cmp.opt().budget, "; give steps:N or tokens:N so that every variant trains the same steps");
     const auto list = pr::split_list(parts);
@@ -219,10 +220,5 @@ int main(int argc, char** argv) {
     std::printf("machine: %s\n", pr::machine().c_str());
     pr::write_tables(base, "Ablation (deep gpt2 teacher, Wanda-sp 50%)", tables, notes, extra);
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "minilm_study.hpp"
-#include "repro.hpp"
+#include "studies/repro.hpp"
 #include "lwcl/core/program.hpp"
 
 using namespace lwcl;
-namespace pr = lwcl::paper_repro;
+namespace pr = lwcl::studies::repro;
 namespace fs = std::filesystem;
 
 namespace {
@@ -35,7 +35,7 @@ const char* usage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return lwcl::guard_main([&] {
     bool quick = false;
     std::string settings = "ratio0.5,depth0.5", base = "runs/efficiency_bert";
     std::vector<std::string> pass;  // the options every setting's run gets
@@ -168,10 +168,5 @@ int main(int argc, char** argv) {
     std::printf("machine: %s\n", pr::machine().c_str());
     pr::write_tables(base, "Efficiency, BERT (all-MiniLM-L6-v2)", tables, notes, extra);
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -14,11 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "efficiency.hpp"
+#include "host_instances.hpp"
+#include "studies/efficiency.hpp"
 #include "lwcl/core/program.hpp"
 
 using namespace lwcl;
-namespace pr = lwcl::paper_repro;
+namespace pr = lwcl::studies::repro;
 
 int main(int argc, char** argv) {
   const bool quick = pr::quick_requested(argc, argv);
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   pr::add_efficiency_knobs(cmp.cli(), k);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
-  try {
+  return lwcl::guard_main([&] {
     const auto list = pr::parse_settings(settings);
     const std::string base = cmp.opt().out;
     pr::sweep_progress progress("efficiency_gpt2", std::vector<double>(list.size(), 1.0));
@@ -47,10 +48,5 @@ int main(int argc, char** argv) {
     }
     pr::efficiency_report(base, "Efficiency, GPT-2 family (deep gpt2 teacher)", list, cmp.opt(), progress.seconds());
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -18,13 +18,14 @@
 #include <string>
 #include <vector>
 
-#include "efficiency.hpp"
+#include "host_instances.hpp"
+#include "studies/efficiency.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/policies/pruning/by_name.hpp"
 #include "lwcl/core/program.hpp"
 
 using namespace lwcl;
-namespace pr = lwcl::paper_repro;
+namespace pr = lwcl::studies::repro;
 namespace pp = lwcl::policies::pruning;
 namespace fs = std::filesystem;
 
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
   // The --eval-splits samples are each corpus's test documents; the combined sample would repeat them.
   if (!cmp.opt().eval_splits.empty()) d.test_split = false;
 
-  try {
+  return lwcl::guard_main([&] {
     const auto teacher_list = pr::split_list(teachers), criterion_list = pr::split_list(criteria);
     std::vector<double> fraction_list;
     for (const auto& f : pr::split_list(fractions))
@@ -180,10 +181,5 @@ int main(int argc, char** argv) {
     std::printf("machine: %s\n", pr::machine().c_str());
     pr::write_tables(base, "Pruning methods under equal training time (LLaMA and Qwen families)", tables, notes, extra);
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps");
   app.add_option("--warmup", warmup, "untimed steps first");
   CLI11_PARSE(app, argc, argv);
-  try {
+  return lwcl::guard_main([&] {
     const index_t F = 4 * C;
     backend::cpu be;
     auto cfg = model::model_config::uniform(model::family::gpt2, 64, T, C, layers, H, H, F);
@@ -117,10 +117,5 @@ int main(int argc, char** argv) {
     std::printf("lwcl gemm provider GFLOP/s on the step's shapes: %.1f\n", gemm_gflops);
     std::printf("lwcl achieved/provider ratio: %.3f\n", achieved / gemm_gflops);
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -18,6 +18,7 @@
 #include "lwcl/optim/adamw.hpp"
 #include "lwcl/optim/clip.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/validators.hpp"
 
 using namespace lwcl;
 
@@ -53,17 +54,17 @@ double forward_flops(double B, double T, double C, double F, double V, double la
 int main(int argc, char** argv) {
   CLI::App app{"lwcl side of the teacher-training-step benchmark against PyTorch"};
   int B = 16, T = 128, C = 128, layers = 4, H = 4, Fw = 512, V = 1024, steps = 20, warmup = 3;
-  app.add_option("--batch", B)->check(CLI::PositiveNumber);
-  app.add_option("--seq", T)->check(CLI::PositiveNumber);
-  app.add_option("--width", C)->check(CLI::PositiveNumber);
-  app.add_option("--layers", layers)->check(CLI::PositiveNumber);
-  app.add_option("--heads", H)->check(CLI::PositiveNumber);
-  app.add_option("--ffn", Fw)->check(CLI::PositiveNumber);
-  app.add_option("--vocab", V)->check(CLI::PositiveNumber);
-  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", B)->check(studies::positive);
+  app.add_option("--seq", T)->check(studies::positive);
+  app.add_option("--width", C)->check(studies::positive);
+  app.add_option("--layers", layers)->check(studies::positive);
+  app.add_option("--heads", H)->check(studies::positive);
+  app.add_option("--ffn", Fw)->check(studies::positive);
+  app.add_option("--vocab", V)->check(studies::positive);
+  app.add_option("--steps", steps, "timed steps")->check(studies::positive);
+  app.add_option("--warmup", warmup, "untimed steps first")->check(studies::non_negative);
   CLI11_PARSE(app, argc, argv);
-  try {
+  return lwcl::guard_main([&] {
     check(C % H == 0, "train_step: --width ", C, " is not a multiple of --heads ", H);
     backend::cpu be;
     // The tiny preset's position table holds 128 positions; a longer --seq gets a longer table.
@@ -113,10 +114,5 @@ int main(int argc, char** argv) {
     std::printf("lwcl tokens/s: %.0f\n", static_cast<double>(n) / step_s);
     std::printf("lwcl achieved GFLOP/s: %.1f\n", flops / step_s / 1e9);
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    return lwcl::report_failure(e);
-  }
+  });
 }

@@ -38,6 +38,13 @@ expect_error "time to quality is read off the curves" "$x/lwcl_vs_kd" "${common[
 expect_error "needs --ramp-visit-steps" "$x/lwcl_vs_kd" "${common[@]}" --budget steps:10 --only lwcl --ramp 0,0.5 --out "$work/e4"
 expect_error "every tier trains the same steps" "$x/cache_tiers" "${common[@]}" --budget seconds:5 --out "$work/e2"
 expect_error "give --ramp-visit-steps" "$x/curriculum_ablation" "${common[@]}" --budget 5 --out "$work/e3"
+# Refused options state their rule in words (studies/validators.hpp), never a machine bound.
+expect_bad_option "--lr: must be greater than 0 (got -1)" "$x/quickstart" "${common[@]}" --lr -1
+expect_bad_option "--ratio: must be from 0 to 0.95 (got 2)" "$x/quickstart" "${common[@]}" --ratio 2
+expect_bad_option "--seeds: must be a number greater than 0 (got 'two')" "$x/quickstart" "${common[@]}" --seeds two
+"$x/quickstart" --help > "$work/help.txt"
+grep -qF -- "--lr FLOAT:> 0" "$work/help.txt" || { echo "quickstart --help does not state --lr's rule" >&2; exit 1; }
+grep -qE '[0-9]{20}' "$work/help.txt" && { echo "quickstart --help prints a machine bound" >&2; exit 1; }
 
 python3 - "$work" "$src" <<'PY'
 import json, math, os, sys

@@ -1,5 +1,6 @@
 #pragma once
-// Mean and sample standard deviation over seeds, and the "mean +- sd" cell the tables print.
+// Mean and sample standard deviation over seeds, and the "mean +- sd" cell the tables print. The one
+// implementation: the study harness's seed summaries, tables and chart bands all call summarise.
 
 #include <cmath>
 #include <string>
@@ -18,8 +19,10 @@ inline summary summarise(const std::vector<double>& v) {
   summary s;
   s.n = static_cast<int>(v.size());
   if (v.empty()) return s;
-  for (double x : v) s.mean += x;
-  s.mean /= static_cast<double>(v.size());
+  // Shifted by the first value, so that equal values give exactly their value and a deviation of 0.
+  double shift = 0;
+  for (double x : v) shift += x - v.front();
+  s.mean = v.front() + shift / static_cast<double>(v.size());
   if (v.size() > 1) {
     double ss = 0;
     for (double x : v) ss += (x - s.mean) * (x - s.mean);

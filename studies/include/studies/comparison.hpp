@@ -65,6 +65,7 @@
 #include "lwcl/policies/pruning/concept.hpp"
 #include "lwcl/policies/pruning/uniform.hpp"
 #include "lwcl/report/plot.hpp"
+#include "lwcl/report/stats.hpp"
 #include "lwcl/train/lm_training.hpp"
 #include "studies/options.hpp"
 #include "studies/table.hpp"
@@ -187,7 +188,7 @@ class comparison {
   // deviation of every method's figures over the seeds in <out>/ (report.json, table.md).
   template <class Body>
   int run(Body&& body) {
-    try {
+    return guard_main([&] {
       timer clock;
       // A program may run the comparison again (another setting): nothing of a previous run carries over.
       per_seed_.clear();
@@ -221,12 +222,7 @@ class comparison {
       opt_.seed = first;
       if (opt_.seeds > 1 && rc == 0) summarise_seeds(clock.seconds());
       return rc;
-    } catch (const lwcl::error& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      return 2;
-    } catch (const std::exception& e) {
-      return report_failure(e);
-    }
+    });
   }
 
   const options& opt() const { return opt_; }
@@ -940,16 +936,8 @@ void comparison<Backend, Criterion>::summarise_seeds(double seconds_so_far) {
     std::vector<double> values;
   };
   auto stat_of = [](std::vector<double> v) {
-    stat st;
-    st.values = std::move(v);
-    // Shifted by the first value, so that equal values give their value and a deviation of exactly 0.
-    double shift = 0;
-    for (double x : st.values) shift += x - st.values.front();
-    st.mean = st.values.front() + shift / static_cast<double>(st.values.size());
-    double ss = 0;
-    for (double x : st.values) ss += (x - st.mean) * (x - st.mean);
-    st.sd = st.values.size() > 1 ? std::sqrt(ss / static_cast<double>(st.values.size() - 1)) : 0.0;  // sample sd
-    return st;
+    const report::summary s = report::summarise(v);
+    return stat{s.mean, s.sd, std::move(v)};
   };
   // The main figures, and every numeric detail that every seed's row of the method has.
   using field = std::pair<const char*, double (*)(const method_row&)>;

@@ -15,6 +15,7 @@
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/distill/pipeline/options.hpp"
 #include "lwcl/model/checkpoint/save_options.hpp"
+#include "studies/validators.hpp"
 
 namespace lwcl::studies {
 
@@ -82,38 +83,38 @@ inline void add_options(CLI::App& app, options& o, const std::string& budget_hel
   app.add_option("--budget", o.budget, budget_help);
   if (pruning)
     app.add_option("--ratio", o.ratio, "fraction of heads (KV groups) and FFN channels pruned")
-        ->check(CLI::Range(0.0, 0.95));
-  app.add_option("--lr", o.lr, "peak learning rate of every recovery")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.batch, "sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--seq", o.seq, "tokens per sequence")->check(CLI::PositiveNumber);
+        ->check(studies::within(0.0, 0.95));
+  app.add_option("--lr", o.lr, "peak learning rate of every recovery")->check(studies::positive);
+  app.add_option("--batch", o.batch, "sequences per batch")->check(studies::positive);
+  app.add_option("--seq", o.seq, "tokens per sequence")->check(studies::positive);
   app.add_option("--feature-batches", o.feature_batches, "batches whose boundary features the layer-wise methods cache")
-      ->check(CLI::PositiveNumber);
+      ->check(studies::positive);
   if (pruning)
     app.add_option("--calib-batches", o.calib_batches, "calibration batches of the pruning criterion")
-        ->check(CLI::PositiveNumber);
+        ->check(studies::positive);
   app.add_option("--eval-tokens", o.eval_tokens, "predicted tokens of the held-out sample (windows of --seq over "
-                 "every validation document)")->check(CLI::PositiveNumber);
+                 "every validation document)")->check(studies::positive);
   app.add_flag("--test-split", o.test_split, "also score every method on the test split's sample (final tables only: "
                "choose settings on validation)");
   app.add_option("--eval-splits", o.eval_splits, "more held-out samples every method is scored on, each <data>/<split>.bin "
                  "(e.g. test.kjv,test.austen: one corpus's test documents), reported as ppl_<split>")
       ->delimiter(',');
   app.add_option("--seeds", o.seeds, "runs of every method, seeds --seed, --seed + 1, ... (calibration sample and data "
-                 "order); with more than one, mean and standard deviation over them")->check(CLI::PositiveNumber);
+                 "order); with more than one, mean and standard deviation over them")->check(studies::positive);
   app.add_option("--seed", o.seed, "the first seed (0: the single run's calibration sample and data order)");
   if (pruning)
     app.add_option("--depth", o.depth, "fraction of the teacher's layers removed by block influence (0.5: depth halved), "
-                   "before --ratio's width pruning")->check(CLI::Range(0.0, 0.9));
+                   "before --ratio's width pruning")->check(studies::within(0.0, 0.9));
   app.add_option("--curve-points", o.curve_points, "held-out perplexity at this many points of every method's budget "
                  "(and after every layer-wise visit); time to quality is read off these curves (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(studies::non_negative);
   app.add_option("--curve-tokens", o.curve_tokens, "predicted tokens of the curves' held-out sample (windows of --seq "
-                 "over every validation document)")->check(CLI::PositiveNumber);
+                 "over every validation document)")->check(studies::positive);
   app.add_option("--mc", o.mc, "zero-shot multiple-choice task files every method is scored on (jsonl: context, choices, "
                  "gold; tools/make_mc_tasks.py writes data/mc/*.jsonl), comma-separated: acc and acc_norm by lm-eval's "
                  "protocol")->delimiter(',');
   app.add_option("--mc-limit", o.mc_limit, "score only the first N items of each --mc task (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(studies::non_negative);
   app.add_option("--save-dtype", o.save_dtype, "weights of every student written: f32, bf16 or f16 (rounded to nearest "
                  "even; training is in f32 either way)")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--out", o.out, "run directory");

@@ -1,5 +1,5 @@
 #pragma once
-// What the programs of paper_repro/ share: the --quick switch, a sweep of one comparison over the
+// The tables of a sweep (the programs of paper_repro/ and experiments/gelaco_recover): the --quick switch, a sweep of one comparison over the
 // paper's settings (progress and an estimate of the time left), the tables read back from the
 // report.json every setting wrote (printed as Markdown, written as Markdown, CSV and JSON), and the
 // figures: cumulative error by depth, quality against training time with a band of one standard
@@ -22,8 +22,9 @@
 #include "lwcl/core/fs.hpp"
 #include "lwcl/report/format.hpp"
 #include "lwcl/report/plot.hpp"
+#include "lwcl/report/stats.hpp"
 
-namespace lwcl::paper_repro {
+namespace lwcl::studies::repro {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
@@ -340,23 +341,20 @@ inline std::vector<json> seed_reports(const fs::path& dir) {
 
 namespace detail {
 
-// Mean and sample standard deviation of each column of `v` (rows of equal length).
+// Mean and mean -+ one sample standard deviation of each column of `v` (rows of equal length).
 inline void mean_sd(const std::vector<std::vector<double>>& v, std::vector<double>& mean, std::vector<double>& lo,
                     std::vector<double>& hi) {
   const std::size_t n = v.front().size();
   mean.assign(n, 0);
   lo.assign(n, 0);
   hi.assign(n, 0);
+  std::vector<double> column(v.size());
   for (std::size_t j = 0; j < n; ++j) {
-    double s = 0;
-    for (const auto& r : v) s += r[j];
-    const double m = s / static_cast<double>(v.size());
-    double ss = 0;
-    for (const auto& r : v) ss += (r[j] - m) * (r[j] - m);
-    const double sd = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0;
-    mean[j] = m;
-    lo[j] = m - sd;
-    hi[j] = m + sd;
+    for (std::size_t i = 0; i < v.size(); ++i) column[i] = v[i][j];
+    const report::summary s = report::summarise(column);
+    mean[j] = s.mean;
+    lo[j] = s.mean - s.sd;
+    hi[j] = s.mean + s.sd;
   }
 }
 
@@ -540,4 +538,4 @@ int run_setting(Comparison& cmp, const std::string& base, const setting& s, Body
   return rc;
 }
 
-}  // namespace lwcl::paper_repro
+}  // namespace lwcl::studies::repro

@@ -9,14 +9,23 @@
 #include <string>
 #include <vector>
 
-#include "host_instances.hpp"
-#include "studies/time_to_target.hpp"
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "lwcl/core/error.hpp"
+#include "lwcl/policies/bundle.hpp"
 #include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
-#include "repro.hpp"
+#include "lwcl/report/format.hpp"
+#include "lwcl/report/stats.hpp"
+#include "studies/options.hpp"
+#include "studies/repro.hpp"
+#include "studies/table.hpp"
+#include "studies/time_to_target.hpp"
+#include "studies/validators.hpp"
 
-namespace lwcl::paper_repro {
+namespace lwcl::studies::repro {
 
 // The defaults of an efficiency table (before parse): the teacher, 3 seeds (2 with --quick), the test
 // split scored, 12 curve points, the layer-wise methods' learning rate chosen on validation (4e-3).
@@ -39,14 +48,16 @@ struct efficiency_knobs {
 
 inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
   cli.add_option("--e2e-lr", k.e2e_lr, "end-to-end KD's peak learning rate (--lr is the layer-wise methods')")
-      ->check(CLI::PositiveNumber);
+      ->check(studies::positive);
   cli.add_option("--e2e-hidden-mse", k.e2e_hidden_mse, "weight of end-to-end KD's last-hidden-state MSE term (0: logit "
-                 "KD alone)")->check(CLI::NonNegativeNumber);
+                 "KD alone)")->check(studies::non_negative);
 }
 
 // End-to-end KD ("e2e_kd") under --budget at the knobs' learning rate and hidden-state MSE weight.
-inline studies::method_row& e2e_kd_at(experiments::comparison& cmp, const efficiency_knobs& k) {
-  distill::e2e_options eo = cmp.e2e_defaults(cmp.total());
+// `Comparison`: a studies::comparison, here and below.
+template <class Comparison>
+studies::method_row& e2e_kd_at(Comparison& cmp, const efficiency_knobs& k) {
+  auto eo = cmp.e2e_defaults(cmp.total());
   eo.lr = k.e2e_lr;
   eo.min_lr = k.e2e_lr / 10;
   eo.hidden_mse_weight = k.e2e_hidden_mse;
@@ -55,14 +66,16 @@ inline studies::method_row& e2e_kd_at(experiments::comparison& cmp, const effici
 
 // The two recoveries of a table that compares students: "lwcl" (the default bundle over the host
 // feature cache), then end-to-end KD at the knobs (e2e_kd_at).
-inline void lwcl_and_e2e_kd(experiments::comparison& cmp, const efficiency_knobs& k) {
+template <class Comparison>
+void lwcl_and_e2e_kd(Comparison& cmp, const efficiency_knobs& k) {
   cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{}));
   e2e_kd_at(cmp, k);
 }
 
 // The methods of an efficiency run, in this order: lwcl, layerwise_no_curriculum (unless left out),
 // e2e_kd; then the time to e2e_kd's final quality (report.json's "summary").
-inline void efficiency_methods(experiments::comparison& cmp, const efficiency_knobs& k, bool no_curriculum = true) {
+template <class Comparison>
+void efficiency_methods(Comparison& cmp, const efficiency_knobs& k, bool no_curriculum = true) {
   namespace cur = lwcl::policies::curriculum;
   std::vector<studies::method_row*> layerwise;
   layerwise.push_back(&cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{})).row);
@@ -76,7 +89,6 @@ inline void efficiency_methods(experiments::comparison& cmp, const efficiency_kn
   cmp.columns(studies::time_to_target_columns());
 }
 
-// The columns of an efficiency table.
 // The --mc tasks' names, in the order given (their accuracy is mc_<name>_acc in every method's row).
 inline std::vector<std::string> mc_tasks(const studies::options& o) {
   std::vector<std::string> names;
@@ -115,11 +127,8 @@ inline json method_with_reach(const std::vector<json>& seeds, const json& summar
     for (const auto& r : seeds)
       if (const auto* sm = method_of(r, name); sm && sm->contains(key)) v.push_back(sm->at(key).get<double>());
     if (v.empty()) continue;
-    double mean = 0, ss = 0;
-    for (double x : v) mean += x / static_cast<double>(v.size());
-    for (double x : v) ss += (x - mean) * (x - mean);
-    m[key] = {{"mean", mean}, {"sd", v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0},
-              {"values", v}};
+    const report::summary st = report::summarise(v);
+    m[key] = {{"mean", st.mean}, {"sd", st.sd}, {"values", v}};
   }
   return m;
 }
@@ -200,4 +209,4 @@ inline void efficiency_report(const std::string& base, const std::string& headin
   write_tables(base, heading, tables, notes, extra);
 }
 
-}  // namespace lwcl::paper_repro
+}  // namespace lwcl::studies::repro
