@@ -24,8 +24,8 @@
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/policies/pruning/uniform.hpp"
-#include "lwcl/report/stats.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/seeds.hpp"
 #include "studies/validators.hpp"
 
 namespace lwcl::experiments::minilm_detail {
@@ -249,9 +249,7 @@ int minilm_main(int argc, char** argv) {
                   static_cast<long long>(pruned->config().n_layers()), num(pr, "parameters"), 100 * num(pr, "removed_fraction"),
                   num(pr, "cosine"), num(pr, "top10_agreement"));
       rows.push_back(pr);
-      const long steps = total.unit == distill::budget_unit::steps    ? static_cast<long>(total.amount)
-                         : total.unit == distill::budget_unit::tokens ? static_cast<long>(total.amount / static_cast<double>(B * T))
-                                                                      : 0;
+      const auto steps = static_cast<long>(total.steps_at(B * T));
       const long every = curve_points > 0 && steps > 0 ? std::max<long>(1, steps / curve_points) : 0;
 
       // A saved student reloads bitwise, in the format the teacher came in.
@@ -291,12 +289,8 @@ int minilm_main(int argc, char** argv) {
       auto layerwise = [&](const std::string& name, auto... entries) {
         const auto bundle = make_policies(slot<key::pruning>(policies::pruning::wanda_sp{}),
                                           slot<key::cache>(policies::cache::host{}), entries...);
-        distill::pipeline_options po;
-        po.total = total;
+        distill::pipeline_options po = studies::recovery_options(total, lr, feature_batches);
         po.student_as.tokenizer_from = model_dir;  // the student folder loads with the teacher's tokenizer
-        po.lr = lr;
-        po.min_lr = lr / 10;
-        po.feature_batches = feature_batches;
         po.resume = false;
         if (curve_points > 0) po.probe = [&](const distill::student_state& st) { return distance(*st.to_encoder(be)); };
         po.eval_every = every;
@@ -313,8 +307,7 @@ int minilm_main(int argc, char** argv) {
         eo.lr = lr;
         eo.min_lr = lr / 10;
         eo.objective = objective;
-        eo.steps = steps > 0 ? steps : 1000000;
-        if (total.unit == distill::budget_unit::seconds) eo.time_budget_seconds = total.amount;
+        eo.set_budget(total, B * T);
         auto student = prune::apply_plan(*pruned, prune::keep_all(pruned->config()));
         if (curve_points > 0) eo.probe = [&] { return distance(*student); };
         eo.eval_every = every;
@@ -412,9 +405,8 @@ int minilm_main(int argc, char** argv) {
           for (const auto& [seed, rows] : per_seed)
             if (rows[m].fig.contains(key)) xs.push_back(rows[m].fig.at(key).get<double>());
           if (xs.size() != per_seed.size()) continue;
-          const report::summary s = report::summarise(xs);
-          j[key] = {{"mean", s.mean}, {"sd", s.sd}, {"values", xs}};
-          st[key] = {s.mean, s.sd};
+          j[key] = studies::seed_figure(xs);
+          st[key] = {j[key].at("mean").get<double>(), j[key].at("sd").get<double>()};
         }
         methods.push_back(j);
         auto pm = [&](const char* key, double scale, const char* fmt) {

@@ -30,7 +30,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -59,6 +58,7 @@
 
 #include "host_instances.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/cli.hpp"
 #include "studies/validators.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -70,13 +70,7 @@ namespace {
 using net_t = model::transformer<backend::cpu>;
 constexpr index_t quant_group = 32;
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string x; std::getline(in, x, ',');)
-    if (!x.empty()) out.push_back(x);
-  return out;
-}
+using studies::split_list;
 template <class T>
 std::vector<T> number_list(const std::string& s, const char* what) {
   std::vector<T> v;

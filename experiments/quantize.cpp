@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,6 +33,7 @@
 
 #include "host_instances.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/cli.hpp"
 #include "studies/validators.hpp"
 
 using namespace lwcl;
@@ -54,13 +54,7 @@ struct row {
   std::vector<double> error, seconds;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string x; std::getline(in, x, ',');)
-    if (!x.empty()) out.push_back(x);
-  return out;
-}
+using studies::split_list;
 
 }  // namespace
 

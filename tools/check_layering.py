@@ -8,8 +8,9 @@ The floors, from the ground up (DESIGN.md section 10):
   8 studies                                                      (the study harness, studies/include/studies/)
   9 experiments, paper_repro, bench                              (the programs)
 A library header stands on the floor of its first folder under include/lwcl/; backend/cuda/<room>/ holds
-the CUDA-only parts of a higher room and stands on that room's floor (backend/cuda/cache/ on cache's,
-backend/cuda/policies/ on policies'). lwcl.hpp, the umbrella header, stands above the library.
+the CUDA-only parts of another room and stands on that room's floor (backend/cuda/cache/ on cache's,
+backend/cuda/policies/ on policies'), or on the backend's where the room's is lower (backend/cuda/codec/
+counts as backend). lwcl.hpp, the umbrella header, stands above the library.
 
 What is reported:
 - a header that includes one from a higher floor; two rooms of one floor that include each other (a circle);
@@ -54,7 +55,10 @@ def room(rel):
     if len(parts) == 1:
         return None  # lwcl.hpp
     if parts[0] == "backend" and len(parts) >= 4 and parts[1] == "cuda":
-        return parts[2]  # backend/cuda/<room>/file.cuh
+        # backend/cuda/<room>/file.cuh: the room's CUDA-only part, on the room's floor, or the backend's
+        # where the room's is lower (its kernels build on the backend's CUDA basics).
+        inner = parts[2]
+        return "backend" if FLOORS.get(inner, 99) < FLOORS["backend"] else inner
     return parts[0]
 
 
@@ -179,6 +183,8 @@ def self_test():
         L + "policies/k.cuh": ("", "a .cuh outside backend/cuda/"),
         L + "backend/cuda/policies/ok.cuh": ('#include "lwcl/policies/concept.hpp"\n', None),
         L + "policies/concept.hpp": ("", None),
+        L + "backend/cuda/codec/dev.cuh": ('#include "lwcl/backend/cuda/cuda.cuh"\n', None),
+        L + "backend/cuda/cuda.cuh": ("", None),
         L + "distill/p.hpp": ('#include "lwcl/policies/concept.hpp"\n#include <vector>\n', None),
         L + "eval/h.hpp": ('#include "studies/comparison.hpp"\n', "the library may not include it"),
         L + "eval/fwd.hpp": ('#include "host_instances.hpp"\n', "a library header includes only lwcl/"),

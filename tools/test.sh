@@ -4,7 +4,7 @@
 # and runs every test but the unit tests (labels slow, cuda and unit excluded: the programs end to end,
 # the interop, consumer and compile-fail checks), builds the unit tests and the fuzz targets with
 # clang++ under AddressSanitizer and UndefinedBehaviorSanitizer and runs them (each fuzz target 30 s), runs the
-# cache, core and gelaco tests (the prefetcher's, the memory tracker's and the search's threads) under ThreadSanitizer, then
+# cache, core and search tests (the prefetcher's, the memory tracker's and GeLaCo's threads) under ThreadSanitizer, then
 # compiles every CUDA translation unit with nvcc for sm_90 (compile and link only; the cuda tests run
 # where a GPU is present: ctest --preset cuda; --preset cuda-all adds sm_80). Each stage prints its
 # wall time; docs/building.md has the measured stages and what keeps them short.
@@ -35,7 +35,7 @@ cmake --build --preset sanitize -j"$jobs"
 stage "clang++ with ASan + UBSan: unit tests, then each fuzz target for 30 s"
 ctest --preset sanitize -j"$jobs"
 
-stage "clang++ with TSan: configure, build and run the tests of lwcl's own threads (cache, core, gelaco)"
+stage "clang++ with TSan: configure, build and run the tests of lwcl's own threads (cache, core, search)"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j"$jobs"
 ctest --preset tsan

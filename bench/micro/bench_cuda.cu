@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cuda_bench.cuh"
-#include "lwcl/backend/cuda/gauss_codec.cuh"
+#include "lwcl/backend/cuda/codec/gauss_codec.cuh"
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/backend/cuda/flash_attention.cuh"
@@ -421,7 +421,7 @@ BENCHMARK_TEMPLATE(cuda_flash_attention_backward, flash_backward_path::row_funct
 BENCHMARK(cuda_materialised_attention_backward)->Apply(attention_shapes);
 BENCHMARK(cuda_dequant_matmul)->Apply(dequant_shapes);
 
-// gauss_codec on the device (backend/cuda/gauss_codec.cuh): encode (0) or decode (1) of n bf16
+// gauss_codec on the device (backend/cuda/codec/gauss_codec.cuh): encode (0) or decode (1) of n bf16
 // values from N(0, 1); GB = raw bytes per second, and the payload's ratio. Each call ends with a copy
 // to the host (encode learns its size, decode its error flag), which the time includes.
 void cuda_gauss_codec_bench(benchmark::State& state) {

@@ -1,4 +1,4 @@
-// cuda_gauss_codec (backend/cuda/gauss_codec.cuh) against the host's gauss_codec: for bf16, f16 and
+// cuda_gauss_codec (backend/cuda/codec/gauss_codec.cuh) against the host's gauss_codec: for bf16, f16 and
 // f32 over sizes, scales, specials and random bits, the device's payload is the host's byte for byte,
 // the device decodes the host's payload and the host the device's, bit for bit; a damaged payload is
 // refused on the device with the host's message.
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "lwcl/backend/cuda/gauss_codec.cuh"
+#include "lwcl/backend/cuda/codec/gauss_codec.cuh"
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/codec/gauss_codec.hpp"
 #include "lwcl/core/error.hpp"

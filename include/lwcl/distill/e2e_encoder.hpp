@@ -7,8 +7,9 @@
 //              over the batch (the sentence embedding sentence-transformers computes, before its
 //              normalisation, which the cosine ignores);
 //   hidden:    the mean squared error between the two last hidden states.
-// AdamW, global-norm clipping, a cosine schedule, a step and/or wall-clock budget and a quality curve
-// (distill/curve.hpp) as train_e2e_kd has; the peak memory is the tracker's.
+// The step loop is train_e2e_kd's (e2e_detail::step_loop): AdamW, global-norm clipping, a cosine
+// schedule, a step and/or wall-clock budget, a quality curve (distill/curve.hpp), metrics records with the
+// tracker's bytes; the peak memory is the tracker's.
 
 #include <algorithm>
 #include <cmath>
@@ -42,14 +43,10 @@ inline std::string_view objective_name(encoder_objective o) {
   return o == encoder_objective::embedding ? "embedding" : "hidden";
 }
 
-struct e2e_encoder_options {
-  long steps = 200;
-  double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.0, clip = 1.0;
+// The step loop's options (e2e_kd.hpp: the optimiser, the budget, the batches, the quality curve) and
+// the objective.
+struct e2e_encoder_options : e2e_loop_options {
   encoder_objective objective = encoder_objective::embedding;
-  double time_budget_seconds = 0;  // > 0: stop when the training wall clock passes it
-  bool progress_bar = true;
-  quality_probe probe;             // as e2e_options: before the first step, every eval_every steps, at the end
-  long eval_every = 0;
 };
 
 namespace e2e_encoder_detail {
@@ -113,72 +110,37 @@ e2e_result train_e2e_encoder(const model::encoder<Backend>& teacher, model::enco
   check(tc.d_model == sc.d_model, "train_e2e_encoder: teacher width ", tc.d_model, " != student width ", sc.d_model);
   check(tc.vocab == sc.vocab, "train_e2e_encoder: teacher vocabulary ", tc.vocab, " != student vocabulary ", sc.vocab);
   check(opt.steps >= 1, "train_e2e_encoder: steps must be at least 1");
-  check(opt.eval_every >= 0, "train_e2e_encoder: eval_every is ", opt.eval_every, ", expected >= 0");
-  constexpr tier ct = Backend::memory_tier;
-  const std::size_t held = teacher.parameter_bytes() + student.parameter_bytes() + student.activation_bytes();
-  const std::size_t now = memory().current_compute(ct), others = now > held ? now - held : 0;
-  memory().reset_peak(ct);
+  check(opt.cycle_batches >= 0, "train_e2e_encoder: cycle_batches is ", opt.cycle_batches,
+        ", expected 0 (fresh batches) or more");
+  check(opt.eval_every >= 0 && opt.eval_every_seconds >= 0, "train_e2e_encoder: eval_every is ", opt.eval_every,
+        " and eval_every_seconds ", opt.eval_every_seconds, ", expected >= 0");
+  const e2e_detail::compute_peak<Backend> peak(teacher.parameter_bytes() + student.parameter_bytes() +
+                                               student.activation_bytes());
   optim::adamw_config oc;
   oc.lr = opt.lr;
   oc.weight_decay = opt.weight_decay;
   optim::adamw<Backend> adam(be, student.params(), oc);
-  optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
   const index_t C = sc.d_model;
   owned_tensor<Backend> dhidden(be, student.type(), {B, T, C});
   buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
-  std::vector<std::int32_t> ids, targets;
   std::vector<double> hs, ht, g;
-  const auto bar = e2e_detail::progress_bar(opt.progress_bar, "e2e_" + std::string(objective_name(opt.objective)),
-                                            opt.time_budget_seconds, opt.steps);
-  e2e_detail::probe_clock clock;
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::layers_flops_per_token(tc, 0, tc.n_layers(), T) +
                                                           3 * prune::layers_flops_per_token(sc, 0, sc.n_layers(), T));
-  auto evaluate = [&](long s) { clock.evaluate(opt.probe, s, res.flops, res.curve, "train_e2e_encoder"); };
-  evaluate(0);
-  for (long s = 1; s <= opt.steps; ++s) {
-    if (!clock.within_time(s, opt.time_budget_seconds, opt.steps, sched)) {
-      res.budget_exhausted = true;
-      break;
-    }
-    loader.batch(static_cast<std::uint64_t>(s - 1), ids, targets);
-    double loss = 0;
-    try {
-      model::for_each_layer_output(teacher, ids, B, T, [&](index_t boundary, const tensor& h) {
-        if (boundary == tc.n_layers()) ht = ops::to_host_doubles(be, h, "train_e2e_encoder");
-      });
-      be.from_host(tok.data(), ids.data(), tok.bytes());
-      const tensor out = student.forward(tensor(tok.data(), dtype::i32, {B, T}));
-      hs = ops::to_host_doubles(be, out, "train_e2e_encoder");
-      loss = e2e_encoder_detail::objective_grad(opt.objective, hs, ht, g, B, T, C);
-      check(std::isfinite(loss), "the loss is ", loss);
-      ops::from_host_doubles(be, g, dhidden.view(), "train_e2e_encoder");
-      student.zero_grad();
-      student.backward(dhidden.view());
-      optim::clip_grad_norm(be, student.grads(), opt.clip);
-      adam.step(student.grads(), sched.lr(s));
-    } catch (const lwcl::error& e) {
-      fail("train_e2e_encoder: stopped at step ", s, ": ", e.what());
-    }
-    if (s == 1) res.loss_first = loss;
-    res.loss_last = loss;
-    res.steps = s;
-    res.tokens += B * T;
-    res.flops += step_flops;
-    if (metrics) metrics->write({{"step", s}, {"loss", loss}, {"seconds", clock.training_seconds()}});
-    if (bar)
-      bar->update(clock.bar_position(s, opt.time_budget_seconds),
-                  std::string(objective_name(opt.objective)) + " " + std::to_string(loss).substr(0, 7));
-    if (opt.eval_every > 0 && s % opt.eval_every == 0) evaluate(s);
-  }
-  if (bar) bar->finish();
-  if (clock.last_step() != res.steps) evaluate(res.steps);
-  res.eval_seconds = clock.eval_seconds();
-  res.eval_cpu_seconds = clock.eval_cpu_seconds();
-  res.seconds = clock.training_seconds();
-  res.cpu_seconds = clock.training_cpu();
-  const std::size_t tracked = memory().peak_compute(ct);
-  res.peak_compute_bytes = tracked > others ? tracked - others : 0;
+  auto forward_loss = [&](const std::vector<std::int32_t>& ids, const tensor& tokens) {
+    model::for_each_layer_output(teacher, ids, B, T, [&](index_t boundary, const tensor& h) {
+      if (boundary == tc.n_layers()) ht = ops::to_host_doubles(be, h, "train_e2e_encoder");
+    });
+    hs = ops::to_host_doubles(be, student.forward(tokens), "train_e2e_encoder");
+    return e2e_encoder_detail::objective_grad(opt.objective, hs, ht, g, B, T, C);
+  };
+  auto backward = [&] {
+    ops::from_host_doubles(be, g, dhidden.view(), "train_e2e_encoder");
+    student.backward(dhidden.view());
+  };
+  const std::string name(objective_name(opt.objective));
+  e2e_detail::step_loop(student, loader, B, T, opt, metrics, "train_e2e_encoder", "e2e_" + name, name, step_flops, peak,
+                        adam, tok, forward_loss, backward, res);
   return res;
 }
 

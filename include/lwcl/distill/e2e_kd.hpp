@@ -32,11 +32,11 @@
 
 namespace lwcl::distill {
 
-struct e2e_options {
+// What both end-to-end trainers (this one for decoders, e2e_encoder.hpp's for encoders) take: the
+// optimiser, the budget, the batches and the quality curve.
+struct e2e_loop_options {
   long steps = 200;
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.0;
-  double temperature = 1.0;
-  double hidden_mse_weight = 0.0;  // > 0: add w * mse(student h_L, teacher h_L) (needs equal widths)
   double clip = 1.0;
   std::uint64_t first_batch = 0;   // batches first_batch, first_batch + 1, ... of the loader
   // > 0: cycle over batches first_batch .. first_batch + cycle_batches - 1 (the layer-wise pipeline's
@@ -45,13 +45,26 @@ struct e2e_options {
   double time_budget_seconds = 0;  // > 0: stop when the training wall clock passes it
   long min_steps = 0;  // steps taken whatever the wall clock says (the pipeline's closing KD stage: 1)
   bool progress_bar = true;
-  // The quality curve (distill/curve.hpp): with a probe, the student's held-out perplexity before the
+  // The quality curve (distill/curve.hpp): with a probe, the student's held-out quality before the
   // first step, every eval_every steps and/or every eval_every_seconds training seconds, and after the
   // last step. The probe's own time counts in no budget and no figure.
   quality_probe probe;
   long eval_every = 0;
   double eval_every_seconds = 0;
   bool probe_start = true;  // false: no point before the first step (a stage continuing another's curve)
+
+  // Steps and wall clock from budget `b` at `batch_tokens` tokens a step: its steps, or under a seconds
+  // budget its wall clock (and no step limit that a run could reach).
+  void set_budget(const budget& b, index_t batch_tokens) {
+    const bool seconds = b.unit == budget_unit::seconds;
+    steps = seconds ? 1000000 : static_cast<long>(b.steps_at(batch_tokens));
+    time_budget_seconds = seconds ? b.amount : 0;
+  }
+};
+
+struct e2e_options : e2e_loop_options {
+  double temperature = 1.0;
+  double hidden_mse_weight = 0.0;  // > 0: add w * mse(student h_L, teacher h_L) (needs equal widths)
 };
 
 struct e2e_result {
@@ -124,6 +137,100 @@ inline std::unique_ptr<progress> progress_bar(bool on, std::string label, double
   return std::make_unique<progress>(std::move(label), seconds > 0 ? static_cast<long>(std::ceil(seconds)) : steps);
 }
 
+// A trainer's compute peak, from the memory tracker: made before the trainer allocates anything, with
+// `held`, the bytes its models hold in the backend's compute tier; bytes() is the tier's peak since then
+// less what other objects held when it was made.
+template <class Backend>
+class compute_peak {
+ public:
+  explicit compute_peak(std::size_t held) {
+    const std::size_t now = memory().current_compute(Backend::memory_tier);
+    others_ = now > held ? now - held : 0;
+    memory().reset_peak(Backend::memory_tier);
+  }
+  std::size_t bytes() const {
+    const std::size_t tracked = memory().peak_compute(Backend::memory_tier);
+    return tracked > others_ ? tracked - others_ : 0;
+  }
+
+ private:
+  std::size_t others_ = 0;
+};
+
+// The step loop of both end-to-end trainers, step by step: the budget, the batch (uploaded to `tok`), the
+// trainer's forward and loss (`forward_loss(ids, tokens)`, which leaves what backward needs), a check that
+// the loss is finite, zero_grad, the trainer's `backward()`, clipping and the AdamW step at the cosine
+// schedule's rate; then the result's counts, a metrics record with the tracker's bytes, the progress bar
+// (`bar_label` and `loss_label` before the loss) and the probe's cadence; at the end the training peak
+// from `peak`. Fills every field of `res` but declared_compute_bytes.
+template <class Backend, class Student, class ForwardLoss, class Backward>
+void step_loop(Student& student, const data::batch_loader& loader, index_t B, index_t T, const e2e_loop_options& opt,
+               metrics_writer* metrics, std::string_view who, const std::string& bar_label, const std::string& loss_label,
+               double step_flops, const compute_peak<Backend>& peak, optim::adamw<Backend>& adam, buffer<Backend>& tok,
+               ForwardLoss&& forward_loss, Backward&& backward, e2e_result& res) {
+  auto& be = student.backend();
+  constexpr tier ct = Backend::memory_tier;
+  // With a wall-clock budget the schedule is fitted, after a few steps, to the steps the budget allows.
+  optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
+  std::vector<std::int32_t> ids, targets;
+  const auto bar = progress_bar(opt.progress_bar, bar_label, opt.time_budget_seconds, opt.steps);
+  probe_clock clock;
+  double next_eval = opt.eval_every_seconds;
+  auto evaluate = [&](long s) { clock.evaluate(opt.probe, s, res.flops, res.curve, who); };
+  if (opt.probe_start) evaluate(0);
+  for (long s = 1; s <= opt.steps; ++s) {
+    if (s > opt.min_steps && !clock.within_time(s, opt.time_budget_seconds, opt.steps, sched)) {
+      res.budget_exhausted = true;
+      break;
+    }
+    const std::uint64_t batch =
+        opt.first_batch + static_cast<std::uint64_t>(opt.cycle_batches > 0 ? (s - 1) % opt.cycle_batches : s - 1);
+    loader.batch(batch, ids, targets);
+    be.from_host(tok.data(), ids.data(), tok.bytes());
+    double loss = 0;
+    try {
+      loss = forward_loss(ids, tensor(tok.data(), dtype::i32, {B, T}));
+      check(std::isfinite(loss), "the loss is ", loss);
+      student.zero_grad();
+      backward();
+      optim::clip_grad_norm(be, student.grads(), opt.clip);
+      adam.step(student.grads(), sched.lr(s));
+    } catch (const lwcl::error& e) {
+      fail(who, ": stopped at step ", s, ": ", e.what());
+    }
+    if (s == 1) res.loss_first = loss;
+    res.loss_last = loss;
+    res.steps = s;
+    res.tokens += B * T;
+    res.flops += step_flops;
+    if (metrics) {
+      nlohmann::json rec = {{"step", s}, {"batch", batch}, {"loss", loss}, {"seconds", clock.training_seconds()},
+                            {"resident", process_resident_bytes()}};
+      // The tracker's bytes now, as the pipeline's step records have them (filled field by field: see
+      // eval_record on nvcc).
+      nlohmann::json mem;
+      mem["compute"] = memory().current_compute(ct);
+      mem["tracker"] = memory().current(ct);
+      rec["memory"] = mem;
+      metrics->write(rec);
+    }
+    if (bar) bar->update(clock.bar_position(s, opt.time_budget_seconds), loss_label + " " + std::to_string(loss).substr(0, 7));
+    if ((opt.eval_every > 0 && s % opt.eval_every == 0) ||
+        (opt.eval_every_seconds > 0 && clock.training_seconds() >= next_eval)) {
+      evaluate(s);
+      if (metrics && opt.probe) metrics->write(eval_record(res.curve.back()));
+      while (opt.eval_every_seconds > 0 && next_eval <= clock.training_seconds()) next_eval += opt.eval_every_seconds;
+    }
+  }
+  if (bar) bar->finish();
+  if (clock.last_step() != res.steps) evaluate(res.steps);
+  res.eval_seconds = clock.eval_seconds();
+  res.eval_cpu_seconds = clock.eval_cpu_seconds();
+  res.seconds = clock.training_seconds();
+  res.cpu_seconds = clock.training_cpu();
+  res.peak_compute_bytes = peak.bytes();
+}
+
 }  // namespace e2e_detail
 
 template <class Backend>
@@ -142,16 +249,11 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   check(!hidden || teacher.config().d_model == student.config().d_model, "train_e2e_kd: a hidden-state MSE needs equal "
         "widths, the teacher has ", teacher.config().d_model, " and the student ", student.config().d_model);
   const index_t V = student.config().vocab;
-  constexpr tier ct = Backend::memory_tier;
-  const std::size_t held = teacher.resident_bytes() + student.resident_bytes();
-  const std::size_t now = memory().current_compute(ct), others = now > held ? now - held : 0;
-  memory().reset_peak(ct);
+  const e2e_detail::compute_peak<Backend> peak(teacher.resident_bytes() + student.resident_bytes());
   optim::adamw_config oc;
   oc.lr = opt.lr;
   oc.weight_decay = opt.weight_decay;
   optim::adamw<Backend> adam(be, student.params(), oc);
-  // With a wall-clock budget the schedule is fitted, after a few steps, to the steps the budget allows.
-  optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
   owned_tensor<Backend> tlogits(be, student.type(), {B, T, V}), dlogits(be, student.type(), {B, T, V}),
       scratch(be, student.type(), {2 * B * T});
   owned_tensor<Backend> thidden, dhidden;
@@ -160,80 +262,28 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     dhidden = owned_tensor<Backend>(be, student.type(), {B, T, student.config().d_model});
   }
   buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
-  std::vector<std::int32_t> ids, targets;
-  const auto bar = e2e_detail::progress_bar(opt.progress_bar, "e2e_kd", opt.time_budget_seconds, opt.steps);
-  e2e_detail::probe_clock clock;
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(teacher.config(), T) +
                                                           3 * prune::flops_per_token(student.config(), T));
-  double next_eval = opt.eval_every_seconds;
-  auto evaluate = [&](long s) { clock.evaluate(opt.probe, s, res.flops, res.curve, "train_e2e_kd"); };
-  if (opt.probe_start) evaluate(0);
-  for (long s = 1; s <= opt.steps; ++s) {
-    if (s > opt.min_steps && !clock.within_time(s, opt.time_budget_seconds, opt.steps, sched)) {
-      res.budget_exhausted = true;
-      break;
+  auto forward_loss = [&](const std::vector<std::int32_t>&, const tensor& tokens) {
+    teacher.infer_logits(tokens, tlogits.view(), hidden ? thidden.view() : tensor());
+    const tensor slogits = student.forward_logits(tokens);
+    be.fill_zero(dlogits.view().data, dlogits.view().bytes());
+    double loss = ops::logit_kl_loss(be, dlogits.view(), scratch.view(), slogits, tlogits.view(), opt.temperature);
+    if (hidden) {
+      be.fill_zero(dhidden.view().data, dhidden.view().bytes());
+      loss += opt.hidden_mse_weight *
+              ops::mse_loss(be, dhidden.view(), scratch.view(), student.last_hidden(), thidden.view(), opt.hidden_mse_weight);
     }
-    const long k = opt.cycle_batches > 0 ? (s - 1) % opt.cycle_batches : s - 1;
-    loader.batch(opt.first_batch + static_cast<std::uint64_t>(k), ids, targets);
-    be.from_host(tok.data(), ids.data(), tok.bytes());
-    const tensor tokens(tok.data(), dtype::i32, {B, T});
-    double loss = 0;
-    try {
-      teacher.infer_logits(tokens, tlogits.view(), hidden ? thidden.view() : tensor());
-      const tensor slogits = student.forward_logits(tokens);
-      be.fill_zero(dlogits.view().data, dlogits.view().bytes());
-      loss = ops::logit_kl_loss(be, dlogits.view(), scratch.view(), slogits, tlogits.view(), opt.temperature);
-      if (hidden) {
-        be.fill_zero(dhidden.view().data, dhidden.view().bytes());
-        loss += opt.hidden_mse_weight * ops::mse_loss(be, dhidden.view(), scratch.view(), student.last_hidden(),
-                                                      thidden.view(), opt.hidden_mse_weight);
-      }
-      check(std::isfinite(loss), "the loss is ", loss);
-      student.zero_grad();
-      student.backward_logits(dlogits.view(), hidden ? dhidden.view() : tensor());
-      optim::clip_grad_norm(be, student.grads(), opt.clip);
-      adam.step(student.grads(), sched.lr(s));
-    } catch (const lwcl::error& e) {
-      fail("train_e2e_kd: stopped at step ", s, ": ", e.what());
-    }
-    if (s == 1) res.loss_first = loss;
-    res.loss_last = loss;
-    res.steps = s;
-    res.tokens += B * T;
-    res.flops += step_flops;
-    if (metrics) {
-      nlohmann::json rec = {{"step", s}, {"batch", opt.first_batch + static_cast<std::uint64_t>(k)}, {"loss", loss},
-                            {"seconds", clock.training_seconds()}, {"resident", process_resident_bytes()}};
-      // The tracker's bytes now, as the pipeline's step records have them (filled field by field: see
-      // eval_record on nvcc).
-      nlohmann::json mem;
-      mem["compute"] = memory().current_compute(ct);
-      mem["tracker"] = memory().current(ct);
-      rec["memory"] = mem;
-      metrics->write(rec);
-    }
-    if (bar) bar->update(clock.bar_position(s, opt.time_budget_seconds), "kl " + std::to_string(loss).substr(0, 6));
-    if ((opt.eval_every > 0 && s % opt.eval_every == 0) ||
-        (opt.eval_every_seconds > 0 && clock.training_seconds() >= next_eval)) {
-      evaluate(s);
-      if (metrics && opt.probe) metrics->write(eval_record(res.curve.back()));
-      while (opt.eval_every_seconds > 0 && next_eval <= clock.training_seconds()) next_eval += opt.eval_every_seconds;
-    }
-  }
-  if (bar) bar->finish();
-  if (clock.last_step() != res.steps) evaluate(res.steps);
-  res.eval_seconds = clock.eval_seconds();
-  res.eval_cpu_seconds = clock.eval_cpu_seconds();
-  const double train_wall = clock.training_seconds(), train_cpu = clock.training_cpu();
-  const std::size_t tracked = memory().peak_compute(ct);
-  res.peak_compute_bytes = tracked > others ? tracked - others : 0;
+    return loss;
+  };
+  auto backward = [&] { student.backward_logits(dlogits.view(), hidden ? dhidden.view() : tensor()); };
+  e2e_detail::step_loop(student, loader, B, T, opt, metrics, "train_e2e_kd", "e2e_kd", "kl", step_flops, peak,
+                        adam, tok, forward_loss, backward, res);
   res.declared_compute_bytes = teacher.parameter_bytes() + teacher.inference_bytes() + student.parameter_bytes() +
                                adam.state_bytes() + student.activation_bytes() + tlogits.view().bytes() +
                                dlogits.view().bytes() + scratch.view().bytes() + tok.bytes() +
                                (hidden ? thidden.view().bytes() + dhidden.view().bytes() : 0);
-  res.seconds = train_wall;
-  res.cpu_seconds = train_cpu;
   return res;
 }
 

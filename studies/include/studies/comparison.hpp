@@ -65,9 +65,9 @@
 #include "lwcl/policies/pruning/concept.hpp"
 #include "lwcl/policies/pruning/uniform.hpp"
 #include "lwcl/report/plot.hpp"
-#include "lwcl/report/stats.hpp"
 #include "lwcl/train/lm_training.hpp"
 #include "studies/options.hpp"
+#include "studies/seeds.hpp"
 #include "studies/table.hpp"
 
 namespace lwcl::studies {
@@ -231,11 +231,7 @@ class comparison {
   // --budget, parsed (a plain number is seconds).
   const budget& total() const { return total_; }
   // The optimiser steps `b` allows (tokens over batch tokens); 0 under a seconds budget.
-  double steps_of(const budget& b) const {
-    if (b.unit == budget_unit::steps) return b.amount;
-    if (b.unit == budget_unit::tokens) return b.amount / (static_cast<double>(opt_.batch) * opt_.seq);
-    return 0;
-  }
+  double steps_of(const budget& b) const { return b.steps_at(opt_.batch * opt_.seq); }
   // The optimiser steps of one visit when curriculum `c` over segmentation `s` shares --budget's steps
   // equally among its visits (0 under a seconds budget): what a visit-relative schedule such as
   // curriculum::ramp is expressed in.
@@ -323,8 +319,7 @@ class comparison {
     eo.lr = opt_.lr;
     eo.min_lr = opt_.lr / 10;
     eo.cycle_batches = cycle_batches;
-    eo.steps = b.unit == budget_unit::seconds ? 1000000 : static_cast<long>(steps_of(b));
-    if (b.unit == budget_unit::seconds) eo.time_budget_seconds = b.amount;
+    eo.set_budget(b, opt_.batch * opt_.seq);
     return eo;
   }
 
@@ -433,7 +428,7 @@ class comparison {
   nlohmann::ordered_json report_ = nlohmann::ordered_json::object();
   std::vector<std::string> columns_, notes_;
   std::vector<comparison_detail::plot_request> plots_;
-  std::vector<std::pair<std::uint64_t, std::vector<method_row>>> per_seed_;  // with --seeds > 1
+  seed_rows per_seed_;  // with --seeds > 1
   std::vector<std::string> seed_columns_;  // the detail columns the first seed's body asked for
 };
 
@@ -930,101 +925,17 @@ void comparison<Backend, Criterion>::keep_seed() {
 
 template <class Backend, policies::pruning_criterion Criterion>
 void comparison<Backend, Criterion>::summarise_seeds(double seconds_so_far) {
-  namespace fs = std::filesystem;
-  struct stat {
-    double mean = 0, sd = 0;
-    std::vector<double> values;
-  };
-  auto stat_of = [](std::vector<double> v) {
-    const report::summary s = report::summarise(v);
-    return stat{s.mean, s.sd, std::move(v)};
-  };
-  // The main figures, and every numeric detail that every seed's row of the method has.
-  using field = std::pair<const char*, double (*)(const method_row&)>;
-  static const field fields[] = {
-      {"val_ppl", [](const method_row& r) { return r.val_ppl; }},
-      {"peak_compute_bytes", [](const method_row& r) { return r.peak_compute_bytes; }},
-      {"run_peak_compute_bytes", [](const method_row& r) { return r.run_peak_compute_bytes; }},
-      {"peak_cache_bytes", [](const method_row& r) { return r.peak_cache_bytes; }},
-      {"peak_resident_bytes", [](const method_row& r) { return r.peak_resident_bytes; }},
-      {"wall_seconds", [](const method_row& r) { return r.wall_seconds; }},
-      {"tokens", [](const method_row& r) { return static_cast<double>(r.tokens); }},
-      {"err_last", [](const method_row& r) { return r.cumulative_error.empty() ? 0.0 : r.cumulative_error.back(); }}};
-  nlohmann::ordered_json methods = nlohmann::ordered_json::array();
+  const nlohmann::ordered_json methods = summarise_methods(per_seed_);
+  const int seeds = static_cast<int>(per_seed_.size());
+  print_seeds(methods, seeds, protocol_);
   std::vector<std::string> seed_names;
   for (const auto& [seed, rows] : per_seed_) seed_names.push_back("seed_" + std::to_string(seed));
-  std::string md = report::format("%d seeds (each its own calibration sample and data order): mean +- sample standard "
-                                  "deviation; validation perplexity: %s\n\n",
-                                  static_cast<int>(per_seed_.size()), protocol_.c_str());
-  md += "| method | val ppl | peak compute | run peak | peak cache | peak RSS | wall s | err (last) |\n";
-  md += "|---|---:|---:|---:|---:|---:|---:|---:|\n";
-  std::printf("\n%d seeds: mean +- sd (validation perplexity: %s)\n", static_cast<int>(per_seed_.size()), protocol_.c_str());
-  std::printf("%-26s %20s %24s %24s %12s\n", "method", "val ppl", "peak compute", "peak RSS", "wall s");
-  for (const auto& first : per_seed_.front().second) {
-    std::vector<const method_row*> rows;
-    for (const auto& [seed, seed_rows] : per_seed_)
-      for (const auto& r : seed_rows)
-        if (r.name == first.name) rows.push_back(&r);
-    if (rows.size() != per_seed_.size()) continue;  // a method not run under every seed
-    nlohmann::ordered_json m = {{"name", first.name}, {"seeds", rows.size()}};
-    std::map<std::string, stat> st;
-    for (const auto& [key, get] : fields) {
-      std::vector<double> v;
-      for (const auto* r : rows) v.push_back(get(*r));
-      st[key] = stat_of(std::move(v));
-    }
-    for (const auto& [k, v] : first.details.items()) {
-      if (!v.is_number()) continue;
-      std::vector<double> vals;
-      for (const auto* r : rows)
-        if (r->details.contains(k) && r->details.at(k).is_number()) vals.push_back(r->details.at(k).template get<double>());
-      if (vals.size() == rows.size()) st[k] = stat_of(std::move(vals));
-    }
-    for (const auto& [k, v] : st) m[k] = {{"mean", v.mean}, {"sd", v.sd}, {"values", v.values}};
-    methods.push_back(m);
-    auto pm = [&](const char* k, bool bytes) {
-      const auto& x = st.at(k);
-      if (x.mean == 0) return std::string("-");
-      if (bytes) return report::human_bytes(x.mean) + " +- " + (x.sd > 0 ? report::human_bytes(x.sd) : std::string("0"));
-      return report::format(std::string(k) == "val_ppl" || std::string(k) == "err_last" ? "%.3f +- %.3f" : "%.1f +- %.1f",
-                            x.mean, x.sd);
-    };
-    md += "| " + first.name + " | " + pm("val_ppl", false) + " | " + pm("peak_compute_bytes", true) + " | " +
-          pm("run_peak_compute_bytes", true) + " | " + pm("peak_cache_bytes", true) + " | " +
-          pm("peak_resident_bytes", true) + " | " + pm("wall_seconds", false) + " | " + pm("err_last", false) + " |\n";
-    std::printf("%-26s %20s %24s %24s %12s\n", first.name.c_str(), pm("val_ppl", false).c_str(),
-                pm("peak_compute_bytes", true).c_str(), pm("peak_resident_bytes", true).c_str(),
-                pm("wall_seconds", false).c_str());
-  }
-  // Cost and the program's own columns, mean +- sd where every seed's row has the figure.
-  std::vector<std::string> cols = {"train_flops", "cpu_seconds"};
-  for (const auto& c : seed_columns_)
-    if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
-  md += "\n| method |";
-  std::string rule = "|---|";
-  for (const auto& c : cols) {
-    md += " " + table_detail::header(c) + " |";
-    rule += "---:|";
-  }
-  md += "\n" + rule + "\n";
-  for (const auto& m : methods) {
-    md += "| " + m.at("name").get<std::string>() + " |";
-    for (const auto& c : cols) {
-      if (!m.contains(c)) {
-        md += " - |";
-        continue;
-      }
-      const double mean = m.at(c).at("mean").get<double>(), sd = m.at(c).at("sd").get<double>();
-      md += std::abs(mean) >= 1e5 ? report::format(" %.3g +- %.2g |", mean, sd) : report::format(" %.3f +- %.3f |", mean, sd);
-    }
-    md += "\n";
-  }
-  const fs::path out(opt_.out);
+  const std::filesystem::path out(opt_.out);
   write_text_atomic(out / "config.json", config_json().dump(2) + "\n");
   nlohmann::ordered_json rep = {{"program", program_},     {"val_protocol", protocol_}, {"seeds", seed_names},
                                 {"methods", methods},      {"wall_seconds_total", seconds_so_far}};
   write_text_atomic(out / "report.json", rep.dump(2) + "\n");
-  write_text_atomic(out / "table.md", md);
+  write_text_atomic(out / "table.md", seeds_markdown(methods, seeds, protocol_, seed_columns_));
   std::printf("%s: wrote %s/ (config.json, report.json, table.md over the seeds; one folder per seed) in %.0f s\n",
               program_.c_str(), opt_.out.c_str(), seconds_so_far);
 }

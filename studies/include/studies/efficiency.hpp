@@ -18,9 +18,9 @@
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/report/format.hpp"
-#include "lwcl/report/stats.hpp"
 #include "studies/options.hpp"
 #include "studies/repro.hpp"
+#include "studies/seeds.hpp"
 #include "studies/table.hpp"
 #include "studies/time_to_target.hpp"
 #include "studies/validators.hpp"
@@ -127,8 +127,7 @@ inline json method_with_reach(const std::vector<json>& seeds, const json& summar
     for (const auto& r : seeds)
       if (const auto* sm = method_of(r, name); sm && sm->contains(key)) v.push_back(sm->at(key).get<double>());
     if (v.empty()) continue;
-    const report::summary st = report::summarise(v);
-    m[key] = {{"mean", st.mean}, {"sd", st.sd}, {"values", v}};
+    m[key] = seed_figure(v);
   }
   return m;
 }

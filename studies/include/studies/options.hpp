@@ -134,14 +134,20 @@ inline budget budget_option(std::string text) {
   return distill::parse_budget(text);
 }
 
-// The pipeline options every recovery starts from: the budget `total`, the peak learning rate decaying
-// to a tenth of it, and the cached feature batches.
-inline pipeline_options recovery_options(const options& o, budget total) {
+// The pipeline options every recovery starts from: the budget `total`, the peak learning rate `lr`
+// decaying to a tenth of it, and `feature_batches` cached feature batches.
+inline pipeline_options recovery_options(budget total, double lr, index_t feature_batches) {
   pipeline_options po;
   po.total = total;
-  po.lr = o.lr;
-  po.min_lr = o.lr / 10;
-  po.feature_batches = o.feature_batches;
+  po.lr = lr;
+  po.min_lr = lr / 10;
+  po.feature_batches = feature_batches;
+  return po;
+}
+
+// The same from the common options, with the student saved as they say (--save-dtype, the tokenizer).
+inline pipeline_options recovery_options(const options& o, budget total) {
+  pipeline_options po = recovery_options(total, o.lr, o.feature_batches);
   po.student_as = student_save_options(o);
   return po;
 }

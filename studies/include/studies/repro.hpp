@@ -23,19 +23,16 @@
 #include "lwcl/report/format.hpp"
 #include "lwcl/report/plot.hpp"
 #include "lwcl/report/stats.hpp"
+#include "studies/cli.hpp"
 
 namespace lwcl::studies::repro {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
+using studies::parse_fraction;
+using studies::quick_requested;
+using studies::split_list;
 
-// --quick on the command line, read before the options are declared so that a program's defaults can
-// follow it (the program still declares the flag, for --help and config.json).
-inline bool quick_requested(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--quick") return true;
-  return false;
-}
 
 // The machine a table was measured on: processor model, logical processors, and the vector features
 // that change kernel speed (from /proc/cpuinfo).
@@ -56,31 +53,6 @@ inline std::string machine() {
   for (const char* f : {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
     if (flags.find(" " + std::string(f) + " ") != std::string::npos) features += " " + std::string(f);
   return model + ", " + std::to_string(cpus) + " logical processors," + (features.empty() ? " no AVX2" : features);
-}
-
-// "a,b,,c" -> {"a", "b", "c"}.
-inline std::vector<std::string> split_list(const std::string& text, char by = ',') {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t end = std::min(text.find(by, at), text.size());
-    if (end > at) out.push_back(text.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
-// `text` as a number in (0, below), or an lwcl::error naming `what`.
-inline double parse_fraction(const std::string& text, double below, const std::string& what) {
-  std::size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  check(used == text.size() && v > 0 && v < below, what, ": '", text, "' is not a fraction in (0, ", below, ")");
-  return v;
 }
 
 inline json read_json(const fs::path& p) {

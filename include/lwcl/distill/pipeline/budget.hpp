@@ -32,6 +32,12 @@ inline std::string_view budget_unit_name(budget_unit u) {
 struct budget {
   budget_unit unit = budget_unit::steps;
   double amount = 0;
+  // The optimiser steps this budget allows at `batch_tokens` tokens a step (not rounded); 0 under seconds.
+  double steps_at(index_t batch_tokens) const {
+    if (unit == budget_unit::steps) return amount;
+    if (unit == budget_unit::tokens) return amount / static_cast<double>(batch_tokens);
+    return 0;
+  }
 
   std::string str() const {
     std::ostringstream os;
@@ -104,8 +110,7 @@ inline budget_plan plan_budget(const budget& total, index_t visits, bool final_k
     for (auto& s : plan.visit_steps) s = max_visit_steps;
     return plan;
   }
-  const double per_step = total.unit == budget_unit::tokens ? static_cast<double>(batch_tokens) : 1.0;
-  const long steps = static_cast<long>(std::floor(total.amount / per_step));
+  const long steps = static_cast<long>(std::floor(total.steps_at(batch_tokens)));
   plan.kd_steps = final_kd ? static_cast<long>(std::llround(static_cast<double>(steps) * kd_share)) : 0;
   const long layerwise = steps - plan.kd_steps;
   check(layerwise >= visits, "pipeline: a budget of ", total.str(), " gives ", layerwise, " segment steps for ", visits,

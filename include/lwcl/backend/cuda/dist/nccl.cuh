@@ -19,7 +19,7 @@
 
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/backend/cuda/error.cuh"
-#include "lwcl/backend/cuda/gauss_codec.cuh"
+#include "lwcl/backend/cuda/codec/gauss_codec.cuh"
 #include "lwcl/core/error.hpp"
 #include "lwcl/dist/communicator.hpp"
 #include "lwcl/dist/wire.hpp"
