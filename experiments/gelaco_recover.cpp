@@ -101,6 +101,7 @@ void plot_perplexity(const std::vector<searched_student>& students, const std::v
   report::chart c;
   c.title = title;
   c.x_label = "teacher layers removed";
+  c.x_integer = true;
   c.y_label = key == "test_ppl" ? "test perplexity" : "validation perplexity";
   c.log_y = true;
   for (const auto& [method, color] : hue)

@@ -289,6 +289,32 @@ TEST_CASE("series get different palette colours unless given one") {
   CHECK(img.at(col, px_round(f.py(4))) == rgb{1, 2, 3});
 }
 
+TEST_CASE("an axis that counts (x_integer) has ticks at whole numbers only") {
+  chart c;
+  series s;
+  s.label = "err";
+  s.x = {0, 1, 2, 3};  // student layers
+  s.y = {0.1, 0.2, 0.25, 0.3};
+  c.lines.push_back(s);
+  // A plain axis puts ticks between the three layers (the 1-2-5 rule prefers 4 to 8 ticks)...
+  frame f = layout(c);
+  CHECK(std::any_of(f.x_ticks.begin(), f.x_ticks.end(), [](double t) { return t != std::round(t); }));
+  // ...a counting one does not.
+  c.x_integer = true;
+  f = layout(c);
+  CHECK(joined(f.x_tick_labels) == "0 1 2 3");
+  for (double width : {0.4, 1.0, 2.0, 7.0, 11.0, 250.0}) {
+    c.lines[0].x = {3, 3 + width};
+    c.lines[0].y = {0, 1};
+    f = layout(c);
+    CAPTURE(width);
+    REQUIRE(!f.x_ticks.empty());
+    for (const double t : f.x_ticks) CHECK(t == std::round(t));
+    CHECK(f.x_lo <= 3);
+    CHECK(f.x_hi >= 3 + width);
+  }
+}
+
 TEST_CASE("ticks follow the 1-2-5 rule, cover the data and are labelled compactly") {
   chart c;
   series s;

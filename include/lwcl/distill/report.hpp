@@ -66,6 +66,7 @@ inline std::vector<std::filesystem::path> plot_pipeline_metrics(const std::files
   report::chart losses;
   losses.title = title + ": local loss of each segment visit";
   losses.x_label = "segment step (all visits)";
+  losses.x_integer = true;
   losses.y_label = "local loss";
   losses.log_y = true;
   for (auto& v : visits)
@@ -91,6 +92,7 @@ inline void plot_cumulative_error(const std::vector<std::pair<std::string, std::
   report::chart c;
   c.title = title;
   c.x_label = "student layer";
+  c.x_integer = true;
   c.y_label = "||h_S - h_T|| / ||h_T||";
   c.y_min = 0.0;
   for (const auto& [name, err] : curves) {

@@ -55,6 +55,7 @@ struct chart {
   std::string title, x_label, y_label;
   std::vector<series> lines;
   bool log_y = false;
+  bool x_integer = false;  // the x axis counts something (a layer, a step): ticks at whole numbers only
   int width = 800, height = 500;      // pixels, each in [200, 4000]
   std::optional<double> y_min, y_max;  // pin an end of the y axis; lines beyond it are clipped
 };
@@ -366,14 +367,16 @@ inline double tick_score(std::size_t n, double axis_span, double data_span, int 
   return 100 * outside + (axis_span / data_span - 1) + 0.05 * std::abs(count - 6);
 }
 
-// Steps of 1, 2 or 5 x 10^k; a free end of the axis is rounded out to a multiple of the step.
-inline axis_choice linear_axis(double lo, double hi, bool pin_lo, bool pin_hi, int max_count) {
+// Steps of 1, 2 or 5 x 10^k (at least 1 on an `integer` axis); a free end of the axis is rounded out to a
+// multiple of the step.
+inline axis_choice linear_axis(double lo, double hi, bool pin_lo, bool pin_hi, int max_count, bool integer = false) {
   const double span = hi - lo;
   const int e0 = static_cast<int>(std::floor(std::log10(span)));
   axis_choice best;
   for (int e = e0 - 2; e <= e0 + 1; ++e)
     for (const double m : {1.0, 2.0, 5.0}) {
       const double step = m * power_of_ten(e);
+      if (integer && step < 1) continue;
       axis_choice a;
       a.lo = pin_lo ? lo : std::floor(lo / step) * step;
       a.hi = pin_hi ? hi : std::ceil(hi / step) * step;
@@ -563,7 +566,7 @@ inline frame layout(const chart& c) {
   for (int pass = 0; pass < 2; ++pass) {
     const int area_w = c.width - left - right;
     for (int max_count = 8; max_count >= 2; --max_count) {
-      x = detail::linear_axis(x_lo, x_hi, false, false, max_count);
+      x = detail::linear_axis(x_lo, x_hi, false, false, max_count, c.x_integer);
       int widest = 0;
       for (const auto& l : x.labels) widest = std::max(widest, detail::text_width(l, s));
       const double spacing =

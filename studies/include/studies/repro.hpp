@@ -375,6 +375,7 @@ inline bool plot_cumulative_error(const fs::path& dir, const std::vector<std::st
   report::chart c;
   c.title = title;
   c.x_label = "student layer";
+  c.x_integer = true;
   c.y_label = "||h_S - h_T|| / ||h_T||";
   c.y_min = 0.0;
   for (const auto& name : methods) {
