@@ -152,10 +152,7 @@ int run(const settings& st, Fitness fit) {
     loader.batch(static_cast<std::uint64_t>(b), ids, targets);
     cal.ids.insert(cal.ids.end(), ids.begin(), ids.end());
   }
-  const auto val = eval::make_held_out_sample(
-      data::read_tokens((fs::path(st.data_dir) / "validation.bin").string(), UINT64_MAX),
-      eval::end_of_text_id((fs::path(st.data_dir) / "tokenizer").string()), T,
-      static_cast<std::size_t>(std::max<index_t>(1, st.eval_tokens / T)), "validation");
+  const auto val = eval::held_out_split(st.data_dir, "validation", T, st.eval_tokens);
 
   std::printf("gelaco: %s (%s, %lld layers, %lld parameters); fitness %s, %s search, compression in %s, seed %llu, "
               "%d threads\n",

@@ -263,12 +263,8 @@ int main(int argc, char** argv) {
     for (const auto& m : method_list) space_of(m);
 
     // Held-out samples, training shard.
-    const auto tok_dir = (fs::path(data_dir) / "tokenizer").string();
     std::vector<eval::held_out_sample> samples;
-    for (const auto& sp : split_list(splits_list))
-      samples.push_back(eval::make_held_out_sample(
-          data::read_tokens((fs::path(data_dir) / (sp + ".bin")).string(), UINT64_MAX), eval::end_of_text_id(tok_dir), T,
-          static_cast<std::size_t>(std::max<index_t>(1, eval_tokens / T)), sp));
+    for (const auto& sp : split_list(splits_list)) samples.push_back(eval::held_out_split(data_dir, sp, T, eval_tokens));
     check(!samples.empty(), "nas_mp: no held-out split to score (--splits)");
     const data::shard train_shard((fs::path(data_dir) / "train.bin").string());
     auto train_batches = [&](std::uint64_t seed, int n) {

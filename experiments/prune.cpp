@@ -105,10 +105,7 @@ int main(int argc, char** argv) {
     const data::shard train_shard((fs::path(data_dir) / "train.bin").string());
     const data::batch_loader loader(train_shard, batch, T, 0x9e3779b9ULL + seed);
     // The held-out sample: windows of T over every validation document (eval/held_out.hpp).
-    const auto val = eval::make_held_out_sample(
-        data::read_tokens((fs::path(data_dir) / "validation.bin").string(), UINT64_MAX),
-        eval::end_of_text_id((fs::path(data_dir) / "tokenizer").string()), T,
-        static_cast<std::size_t>(std::max<index_t>(1, eval_tokens / T)), "validation");
+    const auto val = eval::held_out_split(data_dir, "validation", T, eval_tokens);
     auto ppl = [&](net_t& net) { return eval::perplexity(net, val); };
 
     std::printf("prune: %s (%lld layers, %lld parameters), criterion %s, granularity %s, ratio %.2f%s\n", model_dir.c_str(),

@@ -115,14 +115,8 @@ int main(int argc, char** argv) {
       check(m == "rtn" || m == "gptq" || m == "gptq_act", "quantize: method '", m, "' (expected rtn, gptq or gptq_act)");
     check(!formats.empty() && !method_list.empty(), "quantize: nothing to run (no formats or no methods)");
 
-    const auto tok_dir = (fs::path(data_dir) / "tokenizer").string();
-    auto sample = [&](const char* split) {
-      return eval::make_held_out_sample(data::read_tokens((fs::path(data_dir) / (std::string(split) + ".bin")).string(), UINT64_MAX),
-                                        eval::end_of_text_id(tok_dir), T,
-                                        static_cast<std::size_t>(std::max<index_t>(1, eval_tokens / T)), split);
-    };
     std::vector<eval::held_out_sample> samples;
-    for (const auto& sp : split_list(splits_list)) samples.push_back(sample(sp.c_str()));
+    for (const auto& sp : split_list(splits_list)) samples.push_back(eval::held_out_split(data_dir, sp, T, eval_tokens));
     check(!samples.empty(), "quantize: no held-out split to score (--splits)");
     check(save.empty() || (formats.size() == 1 && method_list.size() == 1), "quantize: --save writes one model; give one method "
           "and one format (", method_list.size(), " methods and ", formats.size(), " formats given)");

@@ -7,7 +7,7 @@
 // sentences of both corpora (validation and test pools), peak memory from the tracker and the resident
 // set, cost, and the cost to reach the embedding-objective end-to-end student's final distance.
 // Writes <out>/<setting>/ (minilm_compress run directories) and in <out>/ table.md, table.csv,
-// tables.json and quality_vs_time_<setting>.png.
+// tables.json, quality_vs_time_<setting>.png and memory_over_time_<setting>.png.
 //   efficiency_bert [--quick] [--settings ratio0.5,depth0.5] [--out DIR] [minilm_compress options]
 #include <cstdio>
 #include <string>
@@ -158,6 +158,9 @@ int main(int argc, char** argv) {
       }
       pr::plot_quality_vs_time(dir, trained, fs::path(base) / ("quality_vs_time_" + s.name + ".png"),
                                "embedding distance, all-MiniLM-L6-v2 " + s.name, "1 - mean cosine with the teacher");
+      check(pr::plot_memory_over_time(dir, trained, fs::path(base) / ("memory_over_time_" + s.name + ".png"),
+                                      "memory while training, all-MiniLM-L6-v2 " + s.name),
+            "efficiency_bert: no step records with memory in ", dir.string());
       tables.push_back(std::move(t));
     }
     std::string passed;

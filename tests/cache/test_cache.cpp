@@ -636,6 +636,9 @@ TEST_CASE("the prefetcher counts the trainer's stalls and the ring's depth") {
     plan.emplace_back(k);
   }
   prefetcher<hooked_store> pf(cache, plan, {2, 3});
+  // The ring's buffers are sized before any worker starts, so a memory sample never catches one half
+  // counted (the pipeline's step records once did, under load).
+  CHECK(pf.stats().staging_bytes == 3 * n * 4);
   // Nothing can be staged while the gate is shut: the first next() waits until it opens.
   std::thread opener([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(60));

@@ -255,6 +255,7 @@ for prog in programs:
                 for k in ("cosine", "test_cosine", "top10_agreement", "test_top10_agreement", "peak_compute_bytes"):
                     assert k in rows[n], (n, k)
         png(os.path.join(d, "quality_vs_time_depth0.5.png"))
+        png(os.path.join(d, "memory_over_time_depth0.5.png"))  # the end-to-end runs' records carry memory too
         assert "3 layers" in js["tables"][0]["title"], js["tables"][0]["title"]
     print(f"paper_repro quick: {prog}: {sum(len(t['rows']) for t in js['tables'])} rows in {len(js['tables'])} tables checked")
 PY

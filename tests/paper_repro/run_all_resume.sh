@@ -79,10 +79,12 @@ done
 python3 - "$work" "${job_list[@]}" <<'PY'
 import json, math, os, sys
 work, jobs = sys.argv[1], sys.argv[2:]
-# What a resumed run may differ in: the wall and CPU seconds, and the process's resident peak (a
-# resumed process reads some seeds back instead of running them). Every other figure, the tracker's
-# memory included, must be the uninterrupted run's.
-TIMED = ("seconds", "resident")
+# What a resumed run may differ in: the wall and CPU seconds, the wall-time ratio to end-to-end KD's
+# target (time_to_target_ratio: wall seconds over wall seconds), and the process's resident peak (a
+# resumed process reads some seeds back instead of running them, and runs the seed it was stopped in
+# again). Every other figure, the tracker's memory and the FLOPs to the target included, must be the
+# uninterrupted run's.
+TIMED = ("seconds", "resident", "time_to_target")
 def timed(key):
     return any(t in key for t in TIMED)
 def numbers(rows):

@@ -70,6 +70,18 @@ class prefetcher {
     check(opt_.hold >= 1 && opt_.hold <= opt_.ring, "prefetcher: hold ", opt_.hold, " staged features, expected 1 to the ring's ",
           opt_.ring, " buffers");
     slots_.resize(static_cast<std::size_t>(opt_.ring));
+    // Each buffer sized up front for the largest item it will stage, of those the cache holds now, so the
+    // staging bytes stay put while the consumer runs: a memory sample taken between two of its steps
+    // never sees a buffer the tracker counts but staging_bytes does not yet. (An item written later
+    // still grows its buffer when it is staged.)
+    std::vector<std::size_t> need(slots_.size(), 0);
+    for (std::size_t i = 0; i < plan_.size(); ++i)
+      if (const std::optional<record_meta> m = cache_.find_meta(plan_[i].key)) {
+        std::size_t& n = need[i % need.size()];
+        n = std::max(n, static_cast<std::size_t>(m->raw_bytes()));
+      }
+    for (std::size_t k = 0; k < slots_.size(); ++k)
+      if (need[k] > 0) grow(slots_[k], need[k]);
     try {
       for (int t = 0; t < opt_.threads; ++t) workers_.emplace_back([this] { work(); });
     } catch (...) {

@@ -11,11 +11,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/data/shards.hpp"
 #include "lwcl/eval/perplexity.hpp"
 #include "lwcl/model/tokenizer/byte_bpe.hpp"
 #include "lwcl/model/transformer.hpp"
@@ -122,6 +124,18 @@ inline held_out_sample make_held_out_sample(const std::vector<std::int32_t>& ids
     }
   }
   return s;
+}
+
+// The sample of a split of a prepared data folder (experiments/prepare_data writes it): the documents of
+// `<data_dir>/<split>.bin`, joined by the end of text of `<data_dir>/tokenizer`, in `tokens / window`
+// windows (at least 1, and at least one per document).
+inline held_out_sample held_out_split(const std::string& data_dir, const std::string& split, index_t window,
+                                      index_t tokens) {
+  check(window >= 1 && tokens >= 0, "held-out sample of '", split, "': window ", window, " and tokens ", tokens,
+        ", expected a window of at least 1 token");
+  const auto ids = data::read_tokens(data_dir + "/" + split + ".bin", std::numeric_limits<std::uint64_t>::max());
+  return make_held_out_sample(ids, end_of_text_id(data_dir + "/tokenizer"), window,
+                              static_cast<std::size_t>(std::max<index_t>(1, tokens / window)), split);
 }
 
 // n batches of B full windows' first T tokens, the windows taken evenly over the sample (so over its

@@ -507,12 +507,7 @@ void comparison<Backend, Criterion>::start() {
   rows_.clear();
   const index_t B = opt_.batch, T = opt_.seq;
   teacher_ = train::ensure_lm(be_, opt_.data, opt_.teacher, "tiny");
-  const auto eot = eval::end_of_text_id((fs::path(opt_.data) / "tokenizer").string());
-  const auto windows = static_cast<std::size_t>(std::max<index_t>(1, opt_.eval_tokens / T));
-  auto sample = [&](const char* split) {
-    const auto ids = data::read_tokens((fs::path(opt_.data) / (std::string(split) + ".bin")).string(), UINT64_MAX);
-    return eval::make_held_out_sample(ids, eot, T, windows, split);
-  };
+  auto sample = [&](const char* split) { return eval::held_out_split(opt_.data, split, T, opt_.eval_tokens); };
   val_ = sample("validation");
   if (opt_.test_split) test_ = sample("test");
   extra_.clear();
@@ -531,11 +526,7 @@ void comparison<Backend, Criterion>::start() {
     if (!mc_tok_) mc_tok_ = tokenizer::byte_bpe_of_folder(fs::path(opt_.data) / "tokenizer");
     mc_.emplace_back(mc_task_name(path), eval::read_mc_jsonl(path, opt_.mc_limit));
   }
-  if (opt_.curve_points > 0) {
-    const auto ids = data::read_tokens((fs::path(opt_.data) / "validation.bin").string(), UINT64_MAX);
-    curve_ = eval::make_held_out_sample(ids, eot, T, static_cast<std::size_t>(std::max<index_t>(1, opt_.curve_tokens / T)),
-                                        "validation");
-  }
+  if (opt_.curve_points > 0) curve_ = eval::held_out_split(opt_.data, "validation", T, opt_.curve_tokens);
   err_batches_ = eval::sample_batches(val_, B, T, 2);
   const data::shard train_shard((fs::path(opt_.data) / "train.bin").string());
   auto t = checkpoint::load_hf(be_, teacher_.dir.string());
