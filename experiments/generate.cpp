@@ -16,6 +16,7 @@
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/fs.hpp"
+#include "lwcl/core/program.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/generate.hpp"
 #include "lwcl/model/tokenizer/folder.hpp"
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "also write every model's tokens, text and speed as JSON here");
   CLI11_PARSE(app, argc, argv);
 
-  try {
+  return lwcl::guard_main([&] {
     namespace fs = std::filesystem;
     s.validate();
     check(prompt.empty() != prompt_file.empty(), "generate: give the prompt with --prompt or --prompt-file (one of them)");
@@ -92,11 +93,5 @@ int main(int argc, char** argv) {
                                  .dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
                                  "\n");  // a model's text may hold broken UTF-8: replaced in the JSON only
     return 0;
-  } catch (const lwcl::error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+  });
 }
