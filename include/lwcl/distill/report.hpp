@@ -86,15 +86,22 @@ inline std::vector<std::filesystem::path> plot_pipeline_metrics(const std::files
   return written;
 }
 
-// cumulative_error.png: one curve per method, relative error against the teacher by student layer.
-inline void plot_cumulative_error(const std::vector<std::pair<std::string, std::vector<double>>>& curves,
-                                  const std::filesystem::path& png, const std::string& title = "cumulative error by depth") {
+// The axes of a cumulative-error chart (no lines yet): relative error against the teacher, from 0, by
+// student layer (whole numbers).
+inline report::chart cumulative_error_chart(const std::string& title) {
   report::chart c;
   c.title = title;
   c.x_label = "student layer";
   c.x_integer = true;
   c.y_label = "||h_S - h_T|| / ||h_T||";
   c.y_min = 0.0;
+  return c;
+}
+
+// cumulative_error.png: one curve per method, relative error against the teacher by student layer.
+inline void plot_cumulative_error(const std::vector<std::pair<std::string, std::vector<double>>>& curves,
+                                  const std::filesystem::path& png, const std::string& title = "cumulative error by depth") {
+  report::chart c = cumulative_error_chart(title);
   for (const auto& [name, err] : curves) {
     report::series s{name, {}, {}, {}, {}, {}};
     for (std::size_t l = 0; l < err.size(); ++l) {

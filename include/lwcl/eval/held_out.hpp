@@ -128,14 +128,19 @@ inline held_out_sample make_held_out_sample(const std::vector<std::int32_t>& ids
 
 // The sample of a split of a prepared data folder (experiments/prepare_data writes it): the documents of
 // `<data_dir>/<split>.bin`, joined by the end of text of `<data_dir>/tokenizer`, in `tokens / window`
-// windows (at least 1, and at least one per document).
+// windows (at least 1, and at least one per document). A caller sampling several splits may read the end
+// of text once (end_of_text_id) and pass it.
 inline held_out_sample held_out_split(const std::string& data_dir, const std::string& split, index_t window,
-                                      index_t tokens) {
+                                      index_t tokens, std::int32_t end_of_text) {
   check(window >= 1 && tokens >= 0, "held-out sample of '", split, "': window ", window, " and tokens ", tokens,
         ", expected a window of at least 1 token");
   const auto ids = data::read_tokens(data_dir + "/" + split + ".bin", std::numeric_limits<std::uint64_t>::max());
-  return make_held_out_sample(ids, end_of_text_id(data_dir + "/tokenizer"), window,
-                              static_cast<std::size_t>(std::max<index_t>(1, tokens / window)), split);
+  return make_held_out_sample(ids, end_of_text, window, static_cast<std::size_t>(std::max<index_t>(1, tokens / window)),
+                              split);
+}
+inline held_out_sample held_out_split(const std::string& data_dir, const std::string& split, index_t window,
+                                      index_t tokens) {
+  return held_out_split(data_dir, split, window, tokens, end_of_text_id(data_dir + "/tokenizer"));
 }
 
 // n batches of B full windows' first T tokens, the windows taken evenly over the sample (so over its

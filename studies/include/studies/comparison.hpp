@@ -507,7 +507,8 @@ void comparison<Backend, Criterion>::start() {
   rows_.clear();
   const index_t B = opt_.batch, T = opt_.seq;
   teacher_ = train::ensure_lm(be_, opt_.data, opt_.teacher, "tiny");
-  auto sample = [&](const char* split) { return eval::held_out_split(opt_.data, split, T, opt_.eval_tokens); };
+  const auto eot = eval::end_of_text_id((fs::path(opt_.data) / "tokenizer").string());  // read once for every sample
+  auto sample = [&](const char* split) { return eval::held_out_split(opt_.data, split, T, opt_.eval_tokens, eot); };
   val_ = sample("validation");
   if (opt_.test_split) test_ = sample("test");
   extra_.clear();
@@ -526,7 +527,7 @@ void comparison<Backend, Criterion>::start() {
     if (!mc_tok_) mc_tok_ = tokenizer::byte_bpe_of_folder(fs::path(opt_.data) / "tokenizer");
     mc_.emplace_back(mc_task_name(path), eval::read_mc_jsonl(path, opt_.mc_limit));
   }
-  if (opt_.curve_points > 0) curve_ = eval::held_out_split(opt_.data, "validation", T, opt_.curve_tokens);
+  if (opt_.curve_points > 0) curve_ = eval::held_out_split(opt_.data, "validation", T, opt_.curve_tokens, eot);
   err_batches_ = eval::sample_batches(val_, B, T, 2);
   const data::shard train_shard((fs::path(opt_.data) / "train.bin").string());
   auto t = checkpoint::load_hf(be_, teacher_.dir.string());

@@ -20,6 +20,7 @@
 
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/fs.hpp"
+#include "lwcl/distill/report.hpp"
 #include "lwcl/report/format.hpp"
 #include "lwcl/report/plot.hpp"
 #include "lwcl/report/stats.hpp"
@@ -372,12 +373,7 @@ inline bool write_if_any(const report::chart& c, const fs::path& png) {
 inline bool plot_cumulative_error(const fs::path& dir, const std::vector<std::string>& methods, const fs::path& png,
                                   const std::string& title) {
   const auto reps = seed_reports(dir);
-  report::chart c;
-  c.title = title;
-  c.x_label = "student layer";
-  c.x_integer = true;
-  c.y_label = "||h_S - h_T|| / ||h_T||";
-  c.y_min = 0.0;
+  report::chart c = distill::cumulative_error_chart(title);
   for (const auto& name : methods) {
     std::vector<std::vector<double>> per_seed;
     for (const auto& r : reps)
