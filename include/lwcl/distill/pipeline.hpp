@@ -10,7 +10,8 @@
 // The parts, one job each, under distill/pipeline/: budget.hpp (what a run may spend), options.hpp,
 // result.hpp (visit and run reports, report.json), student_features.hpp (feature versions and refresh),
 // feature_feed.hpp (a visit's features in compute memory), schedule.hpp (the segmentation and curriculum
-// as the run sees them), run.hpp (one run's state and algorithm).
+// as the run sees them), run_state.hpp (what one run holds while it runs), teacher_pass.hpp, resume.hpp
+// (where a run starts, its checkpoints), final_kd.hpp (the closing KD stage), run.hpp (the visits).
 
 #include <filesystem>
 #include <functional>

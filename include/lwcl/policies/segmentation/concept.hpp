@@ -29,8 +29,9 @@ concept grows_in_stages = requires(const P& p, const model::model_config& m) {
 };
 
 // ---- what a segmentation policy may ask of the run -------------------------------------------------
-// Named capabilities: the pipeline fills these members in only for a policy that satisfies the
-// concept, and each policy that relies on one checks it with a static_assert where it is declared.
+// Named capabilities: the pipeline sets these members, on its own copy of the policy when it segments
+// (the bundle is never written to), only for a policy that satisfies the concept; each policy that
+// relies on one checks it with a static_assert where it is declared.
 
 // Requires: a data member layer_difficulty, a std::vector<double>. Left empty, the pipeline fills it
 // with each student layer's initial local loss on teacher inputs before segmenting, and a resumed run
