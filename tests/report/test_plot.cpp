@@ -460,6 +460,58 @@ TEST_CASE("the legend goes to the corner of the plot area that hides the least o
   CHECK(frame_pixels == 0);
 }
 
+TEST_CASE("a legend never hides data: where every corner holds some, it goes right of a narrowed plot area") {
+  chart c;
+  series x_shape;  // both diagonals: every corner of the plot area holds a line
+  x_shape.label = "one diagonal";
+  series other;
+  other.label = "the other diagonal";
+  for (int i = 0; i <= 10; ++i) {
+    x_shape.x.push_back(i);
+    x_shape.y.push_back(i);
+    other.x.push_back(i);
+    other.y.push_back(10 - i);
+  }
+  c.lines = {x_shape, other};
+  const legend_placement lp = place_legend(c);
+  REQUIRE(lp.box);
+  CHECK(lp.outside);
+  const rect a = lp.f.area, b = *lp.box;
+  CHECK(b.left > a.right);  // beside the axes box, not over it
+  CHECK(b.right < c.width);
+  CHECK(b.top >= 0);
+  CHECK(b.bottom < c.height);
+  CHECK(a.right < frame_within(c, 0).area.right);  // the plot gave up the room
+  CHECK(layout(c).area.right == a.right);            // and render draws in that frame
+  // Drawn: the legend's frame colour appears right of the plot area only, and the lines still reach
+  // the plot area's right edge.
+  const image img = render(c);
+  int inside = 0, beside = 0;
+  for (int y = 0; y < c.height; ++y)
+    for (int x = 0; x < c.width; ++x)
+      if (img.at(x, y) == rgb{170, 170, 170}) ++(a.contains(x, y) ? inside : beside);
+  CHECK(inside == 0);
+  CHECK(beside > 100);
+  CHECK(img.at(px_round(lp.f.px(10)), px_round(lp.f.py(10))) == series_color(c, 0));
+
+  // One corner free: the legend stays inside, over no line, and the plot keeps its full width.
+  c.lines.pop_back();
+  const legend_placement in = place_legend(c);
+  REQUIRE(in.box);
+  CHECK_FALSE(in.outside);
+  CHECK(in.f.area.right == frame_within(c, 0).area.right);
+  const std::vector<float> cov = report::detail::line_coverage(c, in.f);
+  const rect& ia = in.f.area;
+  double under = 0;
+  for (int y = in.box->top; y <= in.box->bottom; ++y)
+    for (int x = in.box->left; x <= in.box->right; ++x)
+      under += cov[static_cast<std::size_t>(y - ia.top) * static_cast<std::size_t>(ia.width()) +
+                   static_cast<std::size_t>(x - ia.left)];
+  CHECK(under == 0.0);
+  CHECK(ia.contains(in.box->left, in.box->top));
+  CHECK(ia.contains(in.box->right, in.box->bottom));
+}
+
 TEST_CASE("bad charts and paths are refused and leave nothing behind") {
   temp_dir dir;
   const fs::path p = dir.path / "bad.png";

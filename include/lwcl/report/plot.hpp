@@ -489,10 +489,11 @@ inline void widen(double& lo, double& hi, bool pin_lo, bool pin_hi, bool log_uni
 
 }  // namespace detail
 
-// Checks the chart and computes its geometry. Throws lwcl::error for: width or height outside
-// [200, 4000]; a series whose x and y differ in length; a NaN or infinite point; y <= 0 on a log_y
-// chart; no points at all; a pinned y range that is empty, not finite, or not positive on a log axis.
-inline frame layout(const chart& c) {
+// Checks the chart and computes its geometry with `legend_right` pixels kept free right of the plot
+// area (for a legend drawn outside it). Throws lwcl::error for: width or height outside [200, 4000]; a
+// series whose x and y differ in length; a NaN or infinite point; y <= 0 on a log_y chart; no points at
+// all; a pinned y range that is empty, not finite, or not positive on a log axis.
+inline frame frame_within(const chart& c, int legend_right) {
   const std::string who = detail::chart_name(c);
   check(c.width >= min_side && c.width <= max_side && c.height >= min_side && c.height <= max_side, who, ": size ",
         c.width, "x", c.height, " is outside [", min_side, ", ", max_side, "] pixels per side");
@@ -564,7 +565,7 @@ inline frame layout(const chart& c) {
   detail::axis_choice x;
   int right = 3 * pad;
   for (int pass = 0; pass < 2; ++pass) {
-    const int area_w = c.width - left - right;
+    const int area_w = c.width - left - right - legend_right;
     for (int max_count = 8; max_count >= 2; --max_count) {
       x = detail::linear_axis(x_lo, x_hi, false, false, max_count, c.x_integer);
       int widest = 0;
@@ -575,6 +576,7 @@ inline frame layout(const chart& c) {
     }
     right = std::max(3 * pad, detail::text_width(x.labels.back(), s) / 2 + pad);
   }
+  right += legend_right;
 
   f.area = {left, top, c.width - 1 - right, c.height - 1 - bottom};
   f.x_lo = x.lo;
@@ -588,11 +590,95 @@ inline frame layout(const chart& c) {
   return f;
 }
 
+namespace detail {
+
+// How much of each pixel of the plot area the series' lines and points cover, at most 1, row by row.
+inline std::vector<float> line_coverage(const chart& c, const frame& f) {
+  const rect& a = f.area;
+  const double half_width = 0.5 * (1 + f.text_scale);
+  std::vector<float> covered(static_cast<std::size_t>(a.width()) * static_cast<std::size_t>(a.height()), 0.0f);
+  for (const series& sr : c.lines) {
+    if (sr.x.empty()) continue;
+    coverage cov(a);
+    if (sr.x.size() == 1 || sr.points)
+      for (std::size_t j = 0; j < sr.x.size(); ++j) disc(cov, f.px(sr.x[j]), f.py(sr.y[j]), 2.0 + f.text_scale);
+    else
+      for (std::size_t j = 1; j < sr.x.size(); ++j)
+        stroke(cov, f.px(sr.x[j - 1]), f.py(sr.y[j - 1]), f.px(sr.x[j]), f.py(sr.y[j]), half_width);
+    for (int y = a.top; y <= a.bottom; ++y)
+      for (int x = a.left; x <= a.right; ++x) {
+        float& all = covered[static_cast<std::size_t>(y - a.top) * static_cast<std::size_t>(a.width()) +
+                             static_cast<std::size_t>(x - a.left)];
+        all = std::max(all, cov.at(x, y));
+      }
+  }
+  return covered;
+}
+
+}  // namespace detail
+
+// Where a chart's legend goes: the frame the chart is drawn in, and the legend's box (empty: no series
+// has a label). Inside the plot area, in the corner whose box covers the least of the lines and points;
+// where every corner would cover some, outside, right of a plot area narrowed to make room, so that a
+// legend never hides data.
+struct legend_placement {
+  frame f;
+  std::optional<rect> box;
+  bool outside = false;
+};
+
+inline legend_placement place_legend(const chart& c) {
+  legend_placement lp{frame_within(c, 0), std::nullopt, false};
+  const int s = lp.f.text_scale;
+  const int gap = 2 * s, line = detail::glyph_h * s, pad = 4 * s;
+  int label_w = 0, rows = 0;
+  for (const series& sr : c.lines)
+    if (!sr.label.empty()) {
+      ++rows;
+      label_w = std::max(label_w, detail::text_width(sr.label, s));
+    }
+  if (rows == 0) return lp;
+  const int inner = 3 * s, sample = 16 * s, row = line + 2 * s, inset = 4 * s;
+  const int w = 2 * inner + sample + gap * 2 + label_w, h = 2 * inner + rows * row - 2 * s;
+  const auto corner = [&](const rect& a) {
+    const std::array<rect, 4> corners = {{{a.right - inset - w + 1, a.top + inset, a.right - inset, a.top + inset + h - 1},
+                                          {a.left + inset, a.top + inset, a.left + inset + w - 1, a.top + inset + h - 1},
+                                          {a.right - inset - w + 1, a.bottom - inset - h + 1, a.right - inset, a.bottom - inset},
+                                          {a.left + inset, a.bottom - inset - h + 1, a.left + inset + w - 1, a.bottom - inset}}};
+    const std::vector<float> covered = detail::line_coverage(c, lp.f);
+    std::pair<rect, double> best{corners[0], std::numeric_limits<double>::infinity()};
+    for (const rect& r : corners) {
+      double sum = 0;
+      for (int y = std::max(r.top, a.top); y <= std::min(r.bottom, a.bottom); ++y)
+        for (int x = std::max(r.left, a.left); x <= std::min(r.right, a.right); ++x)
+          sum += covered[static_cast<std::size_t>(y - a.top) * static_cast<std::size_t>(a.width()) +
+                         static_cast<std::size_t>(x - a.left)];
+      if (sum < best.second) best = {r, sum};
+    }
+    return best;
+  };
+  const auto inside = corner(lp.f.area);
+  const int margin = w + 2 * pad;
+  // Outside only while the plot keeps three fifths of the width, and the legend fits its height.
+  if (inside.second > 0 && 5 * margin <= 2 * c.width && h <= lp.f.area.height()) {
+    lp.f = frame_within(c, margin);
+    const rect& a = lp.f.area;
+    lp.box = rect{a.right + pad + 1, a.top, a.right + pad + w, a.top + h - 1};
+    lp.outside = true;
+  } else {
+    lp.box = inside.first;
+  }
+  return lp;
+}
+
+// The frame render draws the chart in (frame_within's checks and errors), its legend placed.
+inline frame layout(const chart& c) { return place_legend(c).f; }
 inline rect plot_area(const chart& c) { return layout(c).area; }
 
 // Draws the chart (after layout's checks): grid, lines, axes box, ticks and labels, title, legend.
 inline image render(const chart& c) {
-  const frame f = layout(c);
+  const legend_placement lp = place_legend(c);
+  const frame& f = lp.f;
   const rect& a = f.area;
   const int s = f.text_scale;
   const int pad = 4 * s, tick = 3 * s, gap = 2 * s, line = detail::glyph_h * s;
@@ -639,9 +725,8 @@ inline image render(const chart& c) {
     }
   }
 
-  // Lines, and how much of each pixel they cover in all (to keep the legend off them).
+  // Lines and points.
   const double half_width = 0.5 * (1 + s);
-  std::vector<float> covered(static_cast<std::size_t>(a.width()) * static_cast<std::size_t>(a.height()), 0.0f);
   for (std::size_t i = 0; i < c.lines.size(); ++i) {
     const series& sr = c.lines[i];
     if (sr.x.empty()) continue;
@@ -655,10 +740,7 @@ inline image render(const chart& c) {
     for (int y = a.top; y <= a.bottom; ++y)
       for (int x = a.left; x <= a.right; ++x) {
         const float v = cov.at(x, y);
-        if (v <= 0) continue;
-        detail::blend(img, x, y, col, v);
-        float& all = covered[static_cast<std::size_t>(y - a.top) * static_cast<std::size_t>(a.width()) + static_cast<std::size_t>(x - a.left)];
-        all = std::max(all, v);
+        if (v > 0) detail::blend(img, x, y, col, v);
       }
   }
 
@@ -688,33 +770,13 @@ inline image render(const chart& c) {
     detail::text(img, x + 1, pad, c.title, s, ink);
   }
 
-  // Legend: in the corner of the plot area whose box covers the least of the lines.
+  // Legend: where place_legend put it.
   std::vector<std::size_t> listed;
-  int label_w = 0;
   for (std::size_t i = 0; i < c.lines.size(); ++i)
-    if (!c.lines[i].label.empty()) {
-      listed.push_back(i);
-      label_w = std::max(label_w, detail::text_width(c.lines[i].label, s));
-    }
-  if (!listed.empty()) {
-    const int inner = 3 * s, sample = 16 * s, row = line + 2 * s, inset = 4 * s;
-    const int w = 2 * inner + sample + gap * 2 + label_w, h = 2 * inner + static_cast<int>(listed.size()) * row - 2 * s;
-    const std::array<rect, 4> corners = {{{a.right - inset - w + 1, a.top + inset, a.right - inset, a.top + inset + h - 1},
-                                          {a.left + inset, a.top + inset, a.left + inset + w - 1, a.top + inset + h - 1},
-                                          {a.right - inset - w + 1, a.bottom - inset - h + 1, a.right - inset, a.bottom - inset},
-                                          {a.left + inset, a.bottom - inset - h + 1, a.left + inset + w - 1, a.bottom - inset}}};
-    rect best = corners[0];
-    double best_ink = std::numeric_limits<double>::infinity();
-    for (const rect& r : corners) {
-      double sum = 0;
-      for (int y = std::max(r.top, a.top); y <= std::min(r.bottom, a.bottom); ++y)
-        for (int x = std::max(r.left, a.left); x <= std::min(r.right, a.right); ++x)
-          sum += covered[static_cast<std::size_t>(y - a.top) * static_cast<std::size_t>(a.width()) + static_cast<std::size_t>(x - a.left)];
-      if (sum < best_ink) {
-        best_ink = sum;
-        best = r;
-      }
-    }
+    if (!c.lines[i].label.empty()) listed.push_back(i);
+  if (lp.box) {
+    const rect best = *lp.box;
+    const int inner = 3 * s, sample = 16 * s, row = line + 2 * s;
     detail::fill(img, best.left, best.top, best.right, best.bottom, white);
     detail::outline(img, best, legend_edge);
     for (std::size_t k = 0; k < listed.size(); ++k) {
