@@ -67,7 +67,13 @@ pruned_model<Net> prune_with(const P& criterion, const Net& teacher, const data:
   const bool wants_means = compensates(P::name) && o.bias_compensation;
   if (P::needs_statistics || wants_means) stats = prune::collect_statistics(teacher, calib, B, T, o.calib_batches);
   auto in = prune::make_scoring_input(teacher, stats);
-  if constexpr (P::needs_gradients) in.gradients = prune::collect_local_gradients(teacher, calib, B, T, o.calib_batches);
+  if constexpr (P::needs_gradients) {
+    if constexpr (requires { prune::collect_local_gradients(teacher, calib, B, T, o.calib_batches); })
+      in.gradients = prune::collect_local_gradients(teacher, calib, B, T, o.calib_batches);
+    else
+      fail("prune: ", P::name, " reads local gradients of the LM loss, which a ", model::family_name(cfg.fam),
+           " encoder has no head for; pick a criterion that reads weights or activations");
+  }
   r.calib_seconds = clock.seconds();
   r.calib_tokens = stats || P::needs_gradients ? o.calib_batches * B * T : 0;
   const auto scores = score_groups(criterion, in);
