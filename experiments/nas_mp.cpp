@@ -284,11 +284,7 @@ struct study {
 
   // The first n batches of the training shard in the order `seed` draws them.
   std::vector<std::vector<std::int32_t>> train_batches(std::uint64_t seed, int n) const {
-    const data::batch_loader loader(*train_shard, st.batch, T, seed);
-    std::vector<std::vector<std::int32_t>> b(static_cast<std::size_t>(n));
-    std::vector<std::int32_t> targets_ids;
-    for (int k = 0; k < n; ++k) loader.batch(static_cast<std::uint64_t>(k), b[static_cast<std::size_t>(k)], targets_ids);
-    return b;
+    return data::batch_loader(*train_shard, st.batch, T, seed).first_batches(n);
   }
 
   // A reference point: the teacher at f32 (reordered: the same perplexity), or GPTQ at `wbits` throughout.

@@ -155,11 +155,8 @@ struct quant_sweep {
   }
   // The calibration batches of a seed, from the training split.
   std::vector<std::vector<std::int32_t>> calibration(int seed) const {
-    const data::batch_loader loader(*train_shard, st.batch, T, 0x51ed2701ULL + static_cast<std::uint64_t>(seed));
-    std::vector<std::vector<std::int32_t>> b(static_cast<std::size_t>(st.calib_batches));
-    std::vector<std::int32_t> targets;
-    for (int k = 0; k < st.calib_batches; ++k) loader.batch(static_cast<std::uint64_t>(k), b[static_cast<std::size_t>(k)], targets);
-    return b;
+    return data::batch_loader(*train_shard, st.batch, T, 0x51ed2701ULL + static_cast<std::uint64_t>(seed))
+        .first_batches(st.calib_batches);
   }
 
   row f32_row() {

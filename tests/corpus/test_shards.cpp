@@ -108,6 +108,13 @@ TEST_CASE("batch_loader: deterministic in (seed, index), in bounds, targets shif
     for (index_t r = 0; r < B; ++r) firsts.insert(x1[static_cast<std::size_t>(r * T)]);
   }
   CHECK(firsts.size() > 150);
+  // first_batches(n): the tokens of batches 0 .. n - 1, as batch() gives them.
+  const auto first = a.first_batches(3);
+  REQUIRE(first.size() == 3);
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    a.batch(k, x1, y1);
+    CHECK(first[k] == x1);
+  }
   CHECK_THROWS_WITH_AS(data::batch_loader(s, 1, 5000, 1), doctest::Contains("too few for sequences of 5000 + 1"), lwcl::error);
   std::filesystem::remove(path);
 }

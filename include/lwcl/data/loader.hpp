@@ -58,6 +58,14 @@ class batch_loader {
     }
   }
 
+  // The tokens of batches 0 .. n - 1 (calibration and feature batches, targets not needed).
+  std::vector<std::vector<std::int32_t>> first_batches(index_t n) const {
+    std::vector<std::vector<std::int32_t>> out(static_cast<std::size_t>(n));
+    std::vector<std::int32_t> targets;
+    for (index_t k = 0; k < n; ++k) batch(static_cast<std::uint64_t>(k), out[static_cast<std::size_t>(k)], targets);
+    return out;
+  }
+
   index_t batch_size() const { return B_; }
   index_t seq_len() const { return T_; }
   const row_frame& frame() const { return frame_; }
