@@ -130,6 +130,48 @@ void plot_perplexity(const std::vector<searched_student>& students, const std::v
   if (!c.lines.empty()) report::write_png(c, png);
 }
 
+// The teacher run directory every student was collapsed from (the harness reads <dir>/model).
+fs::path teacher_run_of(const std::vector<searched_student>& students) {
+  const fs::path teacher_model = students.front().teacher_dir;
+  for (const auto& s : students)
+    check(fs::exists(s.teacher_dir) && fs::equivalent(s.teacher_dir, teacher_model), "gelaco_recover: student '", s.name,
+          "' was collapsed from ", s.teacher_dir.string(), ", '", students.front().name, "' from ", teacher_model.string(),
+          ": one run recovers the students of one teacher");
+  check(teacher_model.filename() == "model" && fs::exists(teacher_model / "config.json"), "gelaco_recover: the students' "
+        "teacher ", teacher_model.string(), " is not the model/ folder of a teacher run directory (train_teacher --out DIR "
+        "writes DIR/model)");
+  return teacher_model.parent_path();
+}
+
+// Each student's perplexity before recovery, after LWCL and after end-to-end KD, with the peaks and times.
+pr::table recovery_table(const std::string& of, const std::vector<searched_student>& students,
+                         const std::vector<pr::json>& reports) {
+  pr::table t;
+  t.title = "students of " + of + ": held-out perplexity before and after recovery under equal training time";
+  t.label_headers = {"removed", "student", "method", "search quality"};
+  for (const auto& [key, split] : {std::pair{"val_ppl", "val"}, std::pair{"test_ppl", "test"}})
+    for (const auto& [prefix, stage] : {std::pair{"pruned_", "no recovery"}, std::pair{"lwcl_", "LWCL"},
+                                        std::pair{"e2e_", "e2e KD"}})
+      t.columns.push_back({prefix + std::string(key), std::string(stage) + " " + split, pr::unit::ppl});
+  t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
+  t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
+  t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
+  t.columns.push_back({"lwcl_wall_seconds", "LWCL s", pr::unit::seconds});
+  t.columns.push_back({"e2e_wall_seconds", "e2e s", pr::unit::seconds});
+  for (std::size_t i = 0; i < students.size(); ++i) {
+    const auto& st = students[i];
+    pr::json row = pr::json::object();
+    for (const auto& [from, prefix] : {std::pair{"pruned", "pruned_"}, std::pair{"lwcl", "lwcl_"}, std::pair{"e2e_kd", "e2e_"}}) {
+      const auto* m = pr::method_of(reports[i], from);
+      if (!m) continue;
+      for (const char* key : {"val_ppl", "test_ppl", "peak_compute_bytes", "run_peak_total_bytes", "wall_seconds"})
+        if (m->contains(key)) row[std::string(prefix) + key] = m->at(key);
+    }
+    t.add({std::to_string(st.layers_removed), st.name, method_label(st.method), report::format("%.4f", st.quality)}, row);
+  }
+  return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,16 +202,8 @@ int main(int argc, char** argv) {
     check(!names.empty(), "gelaco_recover: --students names no student");
     std::vector<searched_student> students;
     for (const auto& n : names) students.push_back(read_student(search_dir, n));
-    // The teacher every student was collapsed from, as a run directory (the harness reads <dir>/model).
-    const fs::path teacher_model = students.front().teacher_dir;
-    for (const auto& s : students)
-      check(fs::exists(s.teacher_dir) && fs::equivalent(s.teacher_dir, teacher_model), "gelaco_recover: student '", s.name,
-            "' was collapsed from ", s.teacher_dir.string(), ", '", students.front().name, "' from ", teacher_model.string(),
-            ": one run recovers the students of one teacher");
-    check(teacher_model.filename() == "model" && fs::exists(teacher_model / "config.json"), "gelaco_recover: the students' "
-          "teacher ", teacher_model.string(), " is not the model/ folder of a teacher run directory (train_teacher --out DIR "
-          "writes DIR/model)");
-    const fs::path teacher_run = teacher_model.parent_path();
+    const fs::path teacher_run = teacher_run_of(students);
+    const fs::path teacher_model = teacher_run / "model";
     if (cmp.opt().teacher.empty()) d.teacher = teacher_run.string();
     check(fs::exists(fs::path(cmp.opt().teacher) / "model") && fs::equivalent(fs::path(cmp.opt().teacher) / "model", teacher_model),
           "gelaco_recover: --teacher ", cmp.opt().teacher, " is not the teacher the students were collapsed from (",
@@ -207,30 +241,7 @@ int main(int argc, char** argv) {
       sources.push_back(report.string());
     }
 
-    pr::table t;
-    t.title = "students of " + search + " (teacher " + cmp.opt().teacher + "): held-out perplexity before and after "
-              "recovery under equal training time";
-    t.label_headers = {"removed", "student", "method", "search quality"};
-    for (const auto& [key, split] : {std::pair{"val_ppl", "val"}, std::pair{"test_ppl", "test"}})
-      for (const auto& [prefix, stage] : {std::pair{"pruned_", "no recovery"}, std::pair{"lwcl_", "LWCL"},
-                                          std::pair{"e2e_", "e2e KD"}})
-        t.columns.push_back({prefix + std::string(key), std::string(stage) + " " + split, pr::unit::ppl});
-    t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
-    t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
-    t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
-    t.columns.push_back({"lwcl_wall_seconds", "LWCL s", pr::unit::seconds});
-    t.columns.push_back({"e2e_wall_seconds", "e2e s", pr::unit::seconds});
-    for (std::size_t i = 0; i < students.size(); ++i) {
-      const auto& st = students[i];
-      pr::json row = pr::json::object();
-      for (const auto& [from, prefix] : {std::pair{"pruned", "pruned_"}, std::pair{"lwcl", "lwcl_"}, std::pair{"e2e_kd", "e2e_"}}) {
-        const auto* m = pr::method_of(reports[i], from);
-        if (!m) continue;
-        for (const char* key : {"val_ppl", "test_ppl", "peak_compute_bytes", "run_peak_total_bytes", "wall_seconds"})
-          if (m->contains(key)) row[std::string(prefix) + key] = m->at(key);
-      }
-      t.add({std::to_string(st.layers_removed), st.name, method_label(st.method), report::format("%.4f", st.quality)}, row);
-    }
+    const pr::table t = recovery_table(search + " (teacher " + cmp.opt().teacher + ")", students, reports);
     std::vector<std::string> notes = {report::format(
         "(budget %s for each recovery; %d seed%s, mean +- sd; LWCL: the default two-stage bundle through each student's "
         "layer map, learning rate %g; e2e KD: logit KL + %g x last-hidden MSE, learning rate %g; perplexity on %d "

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "host_instances.hpp"
@@ -28,6 +29,69 @@ using namespace lwcl;
 namespace pr = lwcl::studies::repro;
 namespace pp = lwcl::policies::pruning;
 namespace fs = std::filesystem;
+
+namespace {
+
+using sample_list = std::vector<std::pair<std::string, std::string>>;  // (column key, split)
+const std::pair<const char*, const char*> methods[] = {{"pruned_", "no recovery"}, {"e2e_", "e2e KD"}, {"lwcl_", "LWCL"}};
+
+// The teacher's family (it names the table) and what it was trained on, from its model/ and the data's summary.json.
+std::string table_title(const std::string& teacher, const std::string& data) {
+  std::string family = fs::path(teacher).filename().string();
+  if (fs::exists(fs::path(teacher) / "model" / "config.json"))
+    family = std::string(model::family_name(checkpoint::read_hf_config((fs::path(teacher) / "model").string()).fam));
+  std::string trained_on = "both corpora";
+  const fs::path data_summary = fs::path(data) / "summary.json";
+  if (fs::exists(data_summary))
+    if (const auto j = pr::read_json(data_summary); j.contains("train_corpus"))
+      trained_on = j.at("train_corpus").get<std::string>() + " only";
+  return family + " (" + teacher + ", trained on " + trained_on + "): held-out perplexity after equal training time";
+}
+
+// A teacher's perplexity table: the fraction removed, each method's perplexity on each sample, the peaks.
+pr::table perplexity_table(const std::string& title, const sample_list& samples) {
+  pr::table t;
+  t.title = title;
+  t.label_headers = {"removed", "criterion"};
+  t.columns = {{"removed_fraction", "params removed", pr::unit::ratio}};
+  for (const auto& [key, split] : samples)
+    for (const auto& [prefix, method] : methods) t.columns.push_back({prefix + key, std::string(method) + " " + split, pr::unit::ppl});
+  t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
+  t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
+  t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
+  return t;
+}
+
+// With --mc: each task's accuracy (lm-eval's acc) of the same students.
+pr::table accuracy_table(const std::vector<std::string>& tasks) {
+  pr::table mc;
+  mc.label_headers = {"removed", "criterion"};
+  for (const auto& task : tasks)
+    for (const auto& [prefix, method] : methods)
+      mc.columns.push_back({prefix + ("mc_" + task + "_acc"), std::string(method) + " acc " + task, pr::unit::ratio});
+  return mc;
+}
+
+// A cell's row of both tables from its report.json: every figure of the pruned, e2e_kd and lwcl methods
+// under the method's prefix.
+pr::json cell_row(const pr::json& rep, const sample_list& samples, const std::vector<std::string>& tasks) {
+  pr::json row = pr::json::object();
+  const auto copy = [&](const char* method, const std::string& key, const std::string& as) {
+    if (const auto* m = pr::method_of(rep, method); m && m->contains(key)) row[as] = m->at(key);
+  };
+  copy("pruned", "removed_fraction", "removed_fraction");
+  std::vector<std::string> keys = {"val_ppl", "peak_compute_bytes", "run_peak_total_bytes"};
+  for (const auto& [key, split] : samples) keys.push_back(key);
+  for (const auto& task : tasks) keys.push_back("mc_" + task + "_acc");
+  for (const auto& key : keys) {
+    copy("pruned", key, "pruned_" + key);
+    copy("e2e_kd", key, "e2e_" + key);
+    copy("lwcl", key, "lwcl_" + key);
+  }
+  return row;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const bool quick = pr::quick_requested(argc, argv);
@@ -87,34 +151,10 @@ int main(int argc, char** argv) {
       const std::string teacher = spec.substr(0, at);
       cmp.defaults().teacher = teacher;
       cmp.defaults().data = at == std::string::npos ? data : spec.substr(at + 1);
-      // The family names the table; a teacher not trained yet is trained by the first run (its preset tiny).
-      std::string family = fs::path(teacher).filename().string();
-      if (fs::exists(fs::path(teacher) / "model" / "config.json"))
-        family = std::string(model::family_name(checkpoint::read_hf_config((fs::path(teacher) / "model").string()).fam));
-      std::string trained_on = "both corpora";
-      const fs::path data_summary = fs::path(cmp.opt().data) / "summary.json";
-      if (fs::exists(data_summary))
-        if (const auto j = pr::read_json(data_summary); j.contains("train_corpus"))
-          trained_on = j.at("train_corpus").get<std::string>() + " only";
-      pr::table t;
-      t.title = family + " (" + teacher + ", trained on " + trained_on + "): held-out perplexity after equal training time";
-      t.label_headers = {"removed", "criterion"};
-      t.columns = {{"removed_fraction", "params removed", pr::unit::ratio}};
-      for (const auto& [key, split] : samples)
-        for (const auto& [prefix, method] : {std::pair{"pruned_", "no recovery"}, std::pair{"e2e_", "e2e KD"},
-                                             std::pair{"lwcl_", "LWCL"}})
-          t.columns.push_back({prefix + key, std::string(method) + " " + split, pr::unit::ppl});
-      t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
-      t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
-      t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
-      // With --mc: a second table, each task's accuracy (lm-eval's acc) of the same students.
+      // A teacher not trained yet is trained by the first run (its preset tiny).
+      pr::table t = perplexity_table(table_title(teacher, cmp.opt().data), samples);
       const auto tasks = pr::mc_tasks(cmp.opt());
-      pr::table mc;
-      mc.label_headers = t.label_headers;
-      for (const auto& task : tasks)
-        for (const auto& [prefix, method] : {std::pair{"pruned_", "no recovery"}, std::pair{"e2e_", "e2e KD"},
-                                             std::pair{"lwcl_", "LWCL"}})
-          mc.columns.push_back({prefix + ("mc_" + task + "_acc"), std::string(method) + " acc " + task, pr::unit::ratio});
+      pr::table mc = accuracy_table(tasks);
       std::string teacher_acc;
       int mc_items = 0;
       const std::string teacher_name = fs::path(teacher).filename().string();
@@ -141,19 +181,7 @@ int main(int argc, char** argv) {
           const fs::path dir = fs::path(base) / s.name;
           const pr::json rep = pr::read_json(dir / "report.json");
           sources.push_back((dir / "report.json").string());
-          pr::json row = pr::json::object();
-          const auto copy = [&](const char* method, const char* key, const std::string& as) {
-            if (const auto* m = pr::method_of(rep, method); m && m->contains(key)) row[as] = m->at(key);
-          };
-          copy("pruned", "removed_fraction", "removed_fraction");
-          std::vector<std::string> keys = {"val_ppl", "peak_compute_bytes", "run_peak_total_bytes"};
-          for (const auto& [key, split] : samples) keys.push_back(key);
-          for (const auto& task : tasks) keys.push_back("mc_" + task + "_acc");
-          for (const auto& key : keys) {
-            copy("pruned", key.c_str(), "pruned_" + key);
-            copy("e2e_kd", key.c_str(), "e2e_" + key);
-            copy("lwcl", key.c_str(), "lwcl_" + key);
-          }
+          const pr::json row = cell_row(rep, samples, tasks);
           t.add({report::format("%.0f%%", 100 * fraction), criterion}, row);
           if (tasks.empty()) continue;
           mc.add({report::format("%.0f%%", 100 * fraction), criterion}, row);

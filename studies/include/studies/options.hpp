@@ -74,16 +74,18 @@ inline std::uint64_t seeded(std::uint64_t base, std::uint64_t s) {
   return s == 0 ? base : base ^ (0x9E3779B97F4A7C15ULL * s + 0x632BE59BD9B4E019ULL);
 }
 
-// --data --teacher --budget --ratio --lr --batch --seq --feature-batches --calib-batches --out, where
-// `budget_help` says what the program's budget means; `pruning` false leaves out --ratio and
-// --calib-batches (for a program handed a pruned student).
-inline void add_options(CLI::App& app, options& o, const std::string& budget_help, bool pruning = true) {
-  app.add_option("--data", o.data, "prepared data (tools/fetch_corpus.sh, experiments/prepare_data)");
-  app.add_option("--teacher", o.teacher, "teacher run directory; trained (resumably) when it has no model/ yet");
+// The options of a recovery study whatever its model: --budget (`budget_help` says what it means),
+// --ratio, --depth, --lr, --batch, --seq, --feature-batches, --calib-batches, --test-split, --seeds,
+// --seed, --curve-points and --out; `pruning` false leaves out --ratio, --depth and --calib-batches (for
+// a program handed a pruned student). A program with other defaults sets them in `o` first.
+inline void add_recovery_options(CLI::App& app, options& o, const std::string& budget_help, bool pruning = true) {
   app.add_option("--budget", o.budget, budget_help);
   if (pruning)
     app.add_option("--ratio", o.ratio, "fraction of heads (KV groups) and FFN channels pruned")
         ->check(studies::within(0.0, 0.95));
+  if (pruning)
+    app.add_option("--depth", o.depth, "fraction of the teacher's layers removed by block influence (0.5: depth halved), "
+                   "before --ratio's width pruning")->check(studies::within(0.0, 0.9));
   app.add_option("--lr", o.lr, "peak learning rate of every recovery")->check(studies::positive);
   app.add_option("--batch", o.batch, "sequences per batch")->check(studies::positive);
   app.add_option("--seq", o.seq, "tokens per sequence")->check(studies::positive);
@@ -92,22 +94,28 @@ inline void add_options(CLI::App& app, options& o, const std::string& budget_hel
   if (pruning)
     app.add_option("--calib-batches", o.calib_batches, "calibration batches of the pruning criterion")
         ->check(studies::positive);
-  app.add_option("--eval-tokens", o.eval_tokens, "predicted tokens of the held-out sample (windows of --seq over "
-                 "every validation document)")->check(studies::positive);
   app.add_flag("--test-split", o.test_split, "also score every method on the test split's sample (final tables only: "
                "choose settings on validation)");
-  app.add_option("--eval-splits", o.eval_splits, "more held-out samples every method is scored on, each <data>/<split>.bin "
-                 "(e.g. test.kjv,test.austen: one corpus's test documents), reported as ppl_<split>")
-      ->delimiter(',');
   app.add_option("--seeds", o.seeds, "runs of every method, seeds --seed, --seed + 1, ... (calibration sample and data "
                  "order); with more than one, mean and standard deviation over them")->check(studies::positive);
   app.add_option("--seed", o.seed, "the first seed (0: the single run's calibration sample and data order)");
-  if (pruning)
-    app.add_option("--depth", o.depth, "fraction of the teacher's layers removed by block influence (0.5: depth halved), "
-                   "before --ratio's width pruning")->check(studies::within(0.0, 0.9));
-  app.add_option("--curve-points", o.curve_points, "held-out perplexity at this many points of every method's budget "
-                 "(and after every layer-wise visit); time to quality is read off these curves (0: none)")
-      ->check(studies::non_negative);
+  app.add_option("--curve-points", o.curve_points, "held-out quality (perplexity; an encoder's embedding distance) at this "
+                 "many points of every method's budget (and after every layer-wise visit); time to quality is read off "
+                 "these curves (0: none)")->check(studies::non_negative);
+  app.add_option("--out", o.out, "run directory");
+}
+
+// Every option of a comparison: --data --teacher, the recovery options above, and the held-out samples
+// and tasks (--eval-tokens --eval-splits --curve-tokens --mc --mc-limit) and --save-dtype.
+inline void add_options(CLI::App& app, options& o, const std::string& budget_help, bool pruning = true) {
+  app.add_option("--data", o.data, "prepared data (tools/fetch_corpus.sh, experiments/prepare_data)");
+  app.add_option("--teacher", o.teacher, "teacher run directory; trained (resumably) when it has no model/ yet");
+  add_recovery_options(app, o, budget_help, pruning);
+  app.add_option("--eval-tokens", o.eval_tokens, "predicted tokens of the held-out sample (windows of --seq over "
+                 "every validation document)")->check(studies::positive);
+  app.add_option("--eval-splits", o.eval_splits, "more held-out samples every method is scored on, each <data>/<split>.bin "
+                 "(e.g. test.kjv,test.austen: one corpus's test documents), reported as ppl_<split>")
+      ->delimiter(',');
   app.add_option("--curve-tokens", o.curve_tokens, "predicted tokens of the curves' held-out sample (windows of --seq "
                  "over every validation document)")->check(studies::positive);
   app.add_option("--mc", o.mc, "zero-shot multiple-choice task files every method is scored on (jsonl: context, choices, "
@@ -117,7 +125,6 @@ inline void add_options(CLI::App& app, options& o, const std::string& budget_hel
       ->check(studies::non_negative);
   app.add_option("--save-dtype", o.save_dtype, "weights of every student written: f32, bf16 or f16 (rounded to nearest "
                  "even; training is in f32 either way)")->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  app.add_option("--out", o.out, "run directory");
 }
 
 // How every student is written: --save-dtype, with the teacher's tokenizer (its model/ folder for a
