@@ -73,7 +73,8 @@ nlohmann::ordered_json config_json(const settings& st, const distill::budget& to
           {"lr", o.lr},                    {"batch", o.batch},  {"seq", o.seq},
           {"feature_batches", o.feature_batches}, {"calib_batches", o.calib_batches},
           {"pool", st.pool},               {"curve_points", o.curve_points}, {"curve_pool", st.curve_pool},
-          {"test_split", o.test_split},    {"seeds", o.seeds},  {"seed", o.seed}};
+          {"test_split", o.test_split},    {"seeds", o.seeds},  {"seed", o.seed},
+          {"warmup_steps", o.warmup_steps}, {"min_visit_steps", o.min_visit_steps}, {"budget_share", o.budget_share}};
 }
 
 // Sentence embeddings (mean-pooled last hidden states, unit length) of each sequence, one forward of
@@ -265,6 +266,7 @@ struct seed_run {
     const auto bundle = make_policies(slot<key::pruning>(policies::pruning::wanda_sp{}),
                                       slot<key::cache>(policies::cache::host{}), entries...);
     distill::pipeline_options po = studies::recovery_options(sy.total, sy.st.o.lr, sy.st.o.feature_batches);
+    studies::visit_schedule_options(po, sy.st.o);
     po.student_as.tokenizer_from = sy.st.model;  // the student folder loads with the teacher's tokenizer
     po.resume = false;
     if (every > 0) po.probe = [&](const distill::student_state& st) { return sy.distance(*st.to_encoder(sy.be)); };

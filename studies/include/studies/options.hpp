@@ -57,6 +57,10 @@ struct options {
   int mc_limit = 0;
   // The dtype of every student's weights as written (f32, bf16 or f16).
   std::string save_dtype = "f32";
+  // Each layer-wise visit's schedule (distill::pipeline_options): warm-up steps, the fewest steps a visit
+  // is planned with, and how the layer-wise budget is shared among the visits (equal or difficulty).
+  long warmup_steps = 0, min_visit_steps = 1;
+  std::string budget_share = "equal";
 };
 
 // The name a --mc task file's scores go by (mc_<name>_acc, ...): its file name without the extension,
@@ -102,6 +106,14 @@ inline void add_recovery_options(CLI::App& app, options& o, const std::string& b
   app.add_option("--curve-points", o.curve_points, "held-out quality (perplexity; an encoder's embedding distance) at this "
                  "many points of every method's budget (and after every layer-wise visit); time to quality is read off "
                  "these curves (0: none)")->check(studies::non_negative);
+  app.add_option("--warmup-steps", o.warmup_steps, "layer-wise visits: steps of a linear learning-rate warm-up at the "
+                 "start of every visit (at most half of it)")->check(studies::non_negative);
+  app.add_option("--min-visit-steps", o.min_visit_steps, "layer-wise visits: the fewest steps a visit is planned with "
+                 "(a steps budget too small is refused; under seconds a visit runs past its share to reach it)")
+      ->check(studies::positive);
+  app.add_option("--budget-share", o.budget_share, "layer-wise visits: the budget shared equally, or within each phase "
+                 "in proportion to each segment's measured initial loss (difficulty)")
+      ->check(CLI::IsMember({"equal", "difficulty"}));
   app.add_option("--out", o.out, "run directory");
 }
 
@@ -152,9 +164,18 @@ inline pipeline_options recovery_options(budget total, double lr, index_t featur
   return po;
 }
 
-// The same from the common options, with the student saved as they say (--save-dtype, the tokenizer).
+// The visits' schedule as the options say (--warmup-steps, --min-visit-steps, --budget-share).
+inline void visit_schedule_options(pipeline_options& po, const options& o) {
+  po.warmup_steps = o.warmup_steps;
+  po.min_visit_steps = o.min_visit_steps;
+  po.share = distill::parse_budget_share(o.budget_share);
+}
+
+// The same from the common options, with the visits' schedule and the student saved as they say
+// (--save-dtype, the tokenizer).
 inline pipeline_options recovery_options(const options& o, budget total) {
   pipeline_options po = recovery_options(total, o.lr, o.feature_batches);
+  visit_schedule_options(po, o);
   po.student_as = student_save_options(o);
   return po;
 }

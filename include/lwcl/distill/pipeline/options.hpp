@@ -43,7 +43,17 @@ struct pipeline_options {
   // of feature buffers, so that they overlap it (on a device backend: the copy stream). Unset: on
   // device backends only. Results are the same either way.
   std::optional<bool> upload_ahead;
-  long max_visit_steps = 20000;            // the planned length of a visit under a seconds budget
+  long max_visit_steps = 20000;            // the most steps a visit may take under a seconds budget
+  // Each visit's schedule: a fresh AdamW whose learning rate rises linearly over the first warmup_steps
+  // steps (at most half the visit) and then decays by a cosine to min_lr at the visit's last step. Under
+  // a steps or tokens budget the visit's length is known; under seconds it is planned from the first step
+  // at the pace measured so far (the finished visits', or the teacher pass's) and refitted after three
+  // steps. No visit is planned with fewer than min_visit_steps steps (a steps budget too small for that
+  // is refused; under seconds a visit runs past its deadline to reach it). `share` splits the layer-wise
+  // budget among the visits: equally, or within each phase by the segments' measured difficulty.
+  long warmup_steps = 0;
+  long min_visit_steps = 1;
+  budget_share share = budget_share::equal;
   bool progress_bar = true;
   std::FILE* log = stdout;
   long halt_after_steps = 0;               // > 0: throw pipeline_halted after that many segment steps (tests)
@@ -62,8 +72,9 @@ struct pipeline_options {
   std::function<double(const student_state&)> probe;
   long eval_every = 0;
   // Names written for a slot instead of the bundle's policy name, in config.json, report.json and the
-  // checkpoint fingerprint: the pipeline never runs the pruning slot, so a program that recovers a
-  // student pruned elsewhere labels the run with the criterion that really pruned it (experiments/recover).
+  // checkpoint fingerprint: a pipeline handed a pruned student never runs its pruning slot, so a program
+  // that recovers a student pruned elsewhere labels the run with the criterion that really pruned it
+  // (experiments/recover).
   std::map<std::string, std::string> policy_labels;
   // Quantisation-aware layer-wise training (segment_trainer::set_fake_quant): every visit trains its
   // segment on linear weights fake-quantised to this format, straight through. The student written and

@@ -125,7 +125,8 @@ struct pipeline_result : run_totals {
   // In this process's part of the run, from the memory tracker: the compute peak in the backend's tier
   // over the whole run (teacher pass, visits, final KD; the cache and staging left out), and the total
   // with the cache counted (on the host backend the tier's whole peak; on a device backend the compute
-  // peak plus peak_cache_bytes, which live in another memory). peak_resident_bytes: the process's peak
+  // peak plus peak_cache_bytes, which live in another memory); both less what the tracker held when the
+  // run began (the caller's models), as end-to-end KD counts. peak_resident_bytes: the process's peak
   // resident set over the run (Linux VmHWM, restarted when the run began; 0: not measured).
   std::size_t run_peak_compute_bytes = 0, run_peak_total_bytes = 0, peak_resident_bytes = 0;
   cache::cache_stats cache;

@@ -39,6 +39,7 @@
 #include "lwcl/distill/pipeline/schedule.hpp"
 #include "lwcl/distill/pipeline/setup.hpp"
 #include "lwcl/distill/pipeline/teacher_pass.hpp"
+#include "lwcl/distill/pipeline/visit_plan.hpp"
 #include "lwcl/distill/report.hpp"
 #include "lwcl/distill/segment_trainer.hpp"
 #include "lwcl/distill/student_state.hpp"
@@ -75,17 +76,15 @@ class pipeline_run {
   pipeline_result execute(const teacher_source& load_teacher);
 
  private:
+  // Whether each phase's visits read student inputs at any step.
+  std::vector<bool> reads_student(const state_type& s) const {
+    std::vector<bool> out;
+    for (const auto& ph : s.phases)
+      out.push_back(sched_.student_fraction(ph, 0) > 0 || sched_.student_fraction(ph, static_cast<index_t>(opt_.max_visit_steps)) > 0);
+    return out;
+  }
+
   // ---- budget ----
-  static index_t visits_total(const state_type& s) {
-    index_t n = 0;
-    for (const auto& ph : s.phases) n += static_cast<index_t>(ph.segments.size());
-    return n;
-  }
-  static index_t global_visit(const state_type& s, std::size_t phase, index_t pos) {
-    index_t g = 0;
-    for (std::size_t p = 0; p < phase; ++p) g += static_cast<index_t>(s.phases[p].segments.size());
-    return g + pos;
-  }
   double layerwise_seconds() const {
     return opt_.total.amount * (sched_.has_final_kd() ? 1.0 - opt_.final_kd_share : 1.0);
   }
@@ -155,6 +154,8 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
   const std::optional<run_position> at = start_or_resume(s);
 
   memory().reset_peaks();
+  s.held_compute = memory().current_compute(Backend::memory_tier);
+  for (int t = 0; t < tier_count; ++t) s.held_by_tier[t] = memory().current(static_cast<tier>(t));
   const bool rss = reset_peak_resident();
 
   teacher_pass(s, load_teacher);
@@ -162,7 +163,7 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
   s.phases = sched_.phases(st_.config, s.measured);
   s.res.phases = s.phases.size();
   s.plan = distill::plan_budget(opt_.total, visits_total(s), sched_.has_final_kd(), opt_.final_kd_share, s.B * s.T,
-                                opt_.max_visit_steps);
+                                opt_.max_visit_steps, opt_.min_visit_steps);
 
   if (at && opt_.log)
     std::fprintf(opt_.log, "pipeline: resuming at phase %zu, visit %lld, step %ld (%ld segment steps done)\n", at->phase,
@@ -184,9 +185,10 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
       order = at->order;
       difficulty = at->difficulty;
     } else {
-      if (ph.needs_difficulty) difficulty = measure_difficulty(s, ph);
+      if (ph.needs_difficulty || opt_.share == budget_share::difficulty) difficulty = measure_difficulty(s, ph);
       order = sched_.visiting_order(ph, difficulty);
     }
+    if (opt_.share == budget_share::difficulty && !s.seconds_budget()) share_phase_steps(s, p, order, difficulty);
     for (index_t pos = here ? at->position : 0; pos < static_cast<index_t>(order.size()) && !s.layerwise_spent; ++pos)
       visit(s, p, pos, order, difficulty, here && pos == at->position ? at->visit_step : 0);
   }
@@ -218,9 +220,11 @@ void pipeline_run<Backend, CachePolicy, Loss>::finish_run(state_type& s, bool rs
     res.tracker_peak_bytes[std::string(tier_name(static_cast<tier>(t)))] = s.peaks.by_tier[t];
   res.cache = s.cache->stats();
   res.peak_cache_bytes = static_cast<std::size_t>(res.cache.store.peak_stored_bytes) + s.peaks.staging;
-  res.run_peak_compute_bytes = s.peaks.compute;
-  res.run_peak_total_bytes = Backend::is_device ? s.peaks.compute + res.peak_cache_bytes
-                                                : s.peaks.by_tier[static_cast<int>(Backend::memory_tier)];
+  const auto less_held = [](std::size_t peak, std::size_t held) { return peak > held ? peak - held : 0; };
+  res.run_peak_compute_bytes = less_held(s.peaks.compute, s.held_compute);
+  constexpr int ct = static_cast<int>(Backend::memory_tier);
+  res.run_peak_total_bytes = Backend::is_device ? res.run_peak_compute_bytes + res.peak_cache_bytes
+                                                : less_held(s.peaks.by_tier[ct], s.held_by_tier[ct]);
   res.peak_resident_bytes = rss ? peak_resident_bytes() : 0;
   res.seconds = s.elapsed();
   res.cpu_seconds = s.cpu_now();
@@ -344,13 +348,15 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(state_type& s, std::size_t 
   for (long i = 0; i < planned; ++i)
     share[static_cast<std::size_t>(i)] = sched_.student_fraction(ph, static_cast<index_t>(i));
   if (std::any_of(share.begin(), share.end(), [](double r) { return r > 0; })) refresh(s, sg.first);
+  release_dead_features(s, reads_student(s), p, pos, order, sg.first);
 
-  // The deadline of this visit under a seconds budget: an equal share of the layer-wise time left.
+  // The deadline of this visit under a seconds budget, and the steps its schedule is planned for.
   double deadline = 0;
+  long lr_steps = planned;
   if (secs) {
-    const index_t left = visits_total(s) - g;
-    deadline = s.elapsed() +
-               std::max(0.0, layerwise_seconds() - s.elapsed()) / static_cast<double>(std::max<index_t>(1, left));
+    const auto t = plan_visit_time(s, layerwise_seconds(), p, pos, order, difficulty, sg, s0, planned);
+    deadline = t.deadline;
+    lr_steps = t.lr_steps;
     if (s.elapsed() >= layerwise_seconds()) {
       s.res.budget_exhausted = true;  // this visit and the ones after it get no steps
       s.layerwise_spent = true;
@@ -369,7 +375,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(state_type& s, std::size_t 
   segment_type seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc, loss_, opt_.clip);
   if (opt_.fake_quant) seg.set_fake_quant(*opt_.fake_quant);
   if (s0 > 0) read_segment_state(*s.resumed_from, seg, s0);
-  optim::cosine_schedule lr_at{opt_.lr, opt_.min_lr, 0, std::max(1L, planned)};
+  optim::cosine_schedule lr_at{opt_.lr, opt_.min_lr, warmup_of(opt_, std::max(1L, lr_steps)), std::max(1L, lr_steps)};
   timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
   double stall = 0;
   {
@@ -378,10 +384,16 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(state_type& s, std::size_t 
     for (long i = s0; i < planned; ++i) {
       if (opt_.halt_after_steps > 0 && s.steps_this_process >= opt_.halt_after_steps) throw pipeline_halted{};
       if (secs) {
-        if (s.elapsed() >= deadline) break;
+        if (s.elapsed() >= deadline && i >= opt_.min_visit_steps) break;
         if (i == s0 + 3) {
-          planned = steps_within_seconds(planned, s0 + 3, 3, estimate.seconds(), deadline - s.elapsed());
+          // The refit: at the finished visits' pace (many steps, warm), or in the first visit at its own
+          // first three steps'.
+          const double prior = visits_seconds_per_step(s, sg.first, sg.last);
+          const long fit = prior > 0 ? steps_within_seconds(planned, s0 + 3, 1, prior, deadline - s.elapsed())
+                                     : steps_within_seconds(planned, s0 + 3, 3, estimate.seconds(), deadline - s.elapsed());
+          planned = std::min(planned, std::max(opt_.min_visit_steps, fit));
           lr_at.total_steps = std::max(1L, planned);
+          lr_at.warmup_steps = warmup_of(opt_, lr_at.total_steps);
           fd.end_at(planned);
         }
       }
@@ -437,7 +449,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::record_step(state_type& s, const 
   ++s.res.segment_steps;
   ++s.steps_this_process;
   s.res.tokens += s.B * s.T;
-  s.res.flops += 3 * static_cast<double>(s.B * s.T) * prune::layers_flops_per_token(st_.config, rep.first, rep.last, s.T);
+  s.res.flops += step_flops(s, rep.first, rep.last);
   s.metrics.write({{"global_step", s.res.segment_steps},
                    {"phase", p},
                    {"position", pos},

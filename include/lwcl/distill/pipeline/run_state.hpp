@@ -121,6 +121,11 @@ struct run_state {
   std::vector<policies::curriculum_phase> phases;
   budget_plan plan;
   bool layerwise_spent = false;  // a seconds budget's layer-wise share is used up
+  double teacher_pass_flops = 0;  // what this process's teacher pass computed (0: the cache held every batch)
+  // What the tracker held before the run began (the caller's models): left out of the run's peaks, as
+  // end-to-end KD leaves out what it did not allocate, so that both count what the method itself holds.
+  std::size_t held_compute = 0;
+  std::map<int, std::size_t> held_by_tier;
 
   // What it has done.
   pipeline_result res;

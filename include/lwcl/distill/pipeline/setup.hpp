@@ -65,7 +65,8 @@ inline std::map<std::string, std::string> labelled_policies(std::map<std::string
 }
 
 // What must not change between a run and its resumption: the batch shape, the cached batches (their
-// tokens, hashed), the layer map, the budget, the policies, the dtype and the fake quantisation.
+// tokens, hashed), the layer map, the budget and how it is shared, the policies, the dtype and the fake
+// quantisation.
 inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::batch_loader& loader,
                                       const std::vector<index_t>& tlo, const std::map<std::string, std::string>& policies,
                                       dtype type) {
@@ -78,6 +79,8 @@ inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::b
           {"boundaries", tlo},
           {"budget", opt.total.str()},
           {"final_kd_share", opt.final_kd_share},
+          {"min_visit_steps", opt.min_visit_steps},
+          {"budget_share", std::string(budget_share_name(opt.share))},
           {"kd_lr", opt.kd_lr},
           {"policies", policies},
           {"dtype", std::string(dtype_name(type))},
@@ -96,6 +99,9 @@ inline void write_run_config(const std::filesystem::path& path, const std::map<s
                   {"final_kd_share", opt.final_kd_share},
                   {"lr", opt.lr},
                   {"min_lr", opt.min_lr},
+                  {"warmup_steps", opt.warmup_steps},
+                  {"min_visit_steps", opt.min_visit_steps},
+                  {"budget_share", std::string(budget_share_name(opt.share))},
                   {"kd_lr", opt.kd_lr},
                   {"weight_decay", opt.weight_decay},
                   {"clip", opt.clip},

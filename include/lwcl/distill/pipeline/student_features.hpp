@@ -133,6 +133,12 @@ class student_features {
     for (index_t b = first + 1; b <= st_.config.n_layers(); ++b) cache_.invalidate(b, cache::source::student);
   }
 
+  // Whether any student feature at boundary a is stored (current or not).
+  bool holds(index_t a) const { return cache_.find_meta({a, cache::source::student, 0}).has_value(); }
+  // The student features at boundary a dropped: nothing will read them again (a later read recomputes
+  // them by refresh, from the nearest current boundary below).
+  void release(index_t a) { cache_.invalidate(a, cache::source::student); }
+
   // The versions, for checkpoints, and back.
   void save_versions(nlohmann::json& state) const {
     state["layer_version"] = layer_version_;

@@ -45,8 +45,10 @@ void teacher_pass(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader
       s.res.teacher_loaded = true;
     }
     s.loader.batch(static_cast<std::uint64_t>(b), ids, targets);
-    s.res.flops +=
+    const double flops =
         static_cast<double>(s.B * s.T) * prune::layers_flops_per_token(teacher->config(), 0, wanted.back(), s.T);
+    s.res.flops += flops;
+    s.teacher_pass_flops += flops;
     model::for_each_layer_output(
         *teacher, ids, s.B, s.T,
         [&](index_t boundary, const tensor& h) {
