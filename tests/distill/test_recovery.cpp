@@ -1,7 +1,8 @@
 // End-to-end KD, the baseline of layer-wise recovery: transformer::backward_logits (with and without a
 // hidden-state gradient) against finite differences, KD (with and without a hidden MSE term) bringing
 // the student's logits closer to the teacher's on held-out tokens, its tracker-measured peak equal to the
-// buffers it declares (frozen teacher or not), a frozen model's forward, budgets and bad input; the
+// buffers it declares (frozen teacher or not), with activation checkpointing bitwise the same student in
+// less memory, a frozen model's forward, budgets and bad input; the
 // quality curve (a probe at fixed steps, its time and memory left out) and first_reaching.
 // Layer-wise recovery is tested in test_pipeline.cpp.
 #include <doctest/doctest.h>
@@ -10,8 +11,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +24,7 @@
 #include "lwcl/core/metrics.hpp"
 #include "lwcl/core/rng.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
+#include "lwcl/model/host_params.hpp"
 #include "lwcl/prune/surgery.hpp"
 #include "pruned_fixture.hpp"
 
@@ -89,6 +93,37 @@ double worst_fd_error(net_t& net, F&& objective, index_t stride, int& checked) {
   }
   return worst;
 }
+
+// Three steps of end-to-end KD (logit KL + 0.5 hidden MSE, frozen teacher, batches of 4 x 16) from the
+// pruned student, and the same with options changed: the two students and results side by side.
+struct side_by_side {
+  using run_t = std::pair<std::unique_ptr<net_t>, distill::e2e_result>;
+  setup su;
+  const index_t B = 4, T = 16;
+  data::batch_loader loader;
+  distill::e2e_options eo;
+  run_t first, other;
+
+  explicit side_by_side(std::uint64_t seed) : loader(*su.shard, B, T, seed) {
+    su.teacher->freeze();
+    eo.steps = 3;
+    eo.hidden_mse_weight = 0.5;
+    eo.progress_bar = false;
+    first = train(eo);
+  }
+  run_t train(const distill::e2e_options& o) {
+    auto s = prune::apply_plan(*su.student, prune::keep_all(su.student->config()));
+    auto r = distill::train_e2e_kd(*su.teacher, *s, loader, B, T, o);
+    return {std::move(s), r};
+  }
+  template <class Change>
+  run_t& second(Change&& change) {
+    auto o = eo;
+    change(o);
+    other = train(o);
+    return other;
+  }
+};
 
 }  // namespace
 
@@ -194,6 +229,53 @@ TEST_CASE("end-to-end KD's peak is the memory tracker's, and equals the buffers 
       CHECK(kr.peak_compute_bytes > floor + (frozen ? 0 : su.teacher->params().bytes()));
     }
   }
+}
+
+TEST_CASE("end-to-end KD with activation checkpointing: bitwise the same student in less tracker memory, the buffers "
+          "it declares") {
+  side_by_side run(78);
+  auto& [plain, rp] = run.first;
+  auto& [ckpt, rc] = run.second([](distill::e2e_options& eo) { eo.checkpoint_activations = true; });
+  const auto& loader = run.loader;
+  const index_t B = run.B, T = run.T;
+  MESSAGE("tracker peak: plain ", rp.peak_compute_bytes, " B, checkpointed ", rc.peak_compute_bytes, " B");
+  CHECK(model::host_params(*ckpt) == model::host_params(*plain));
+  CHECK(rc.loss_last == rp.loss_last);
+  CHECK(rc.peak_compute_bytes < rp.peak_compute_bytes);
+  CHECK(rc.peak_compute_bytes == rc.declared_compute_bytes);
+  CHECK(rc.flops > rp.flops);  // one more forward of the student's blocks a step
+  CHECK(!ckpt->activation_checkpointing());  // the student is left as it was given
+  // The stack alone: with equal-width layers one set of saved tensors serves all three blocks.
+  std::vector<std::int32_t> ids, targets;
+  loader.batch(0, ids, targets);
+  const tensor tok(ids.data(), {B, T});
+  plain->forward_logits(tok);
+  const std::size_t saved = plain->activation_bytes();
+  plain->set_activation_checkpointing(true);
+  plain->forward_logits(tok);
+  CHECK(plain->activation_bytes() < saved);
+}
+
+TEST_CASE("end-to-end KD with gradient accumulation: the same student within rounding, in a smaller batch's memory") {
+  side_by_side run(79);
+  auto& [whole, rw] = run.first;
+  auto& [split, rs] = run.second([](distill::e2e_options& eo) { eo.micro_batches = 2; });
+  auto& su = run.su;
+  const auto& loader = run.loader;
+  const index_t B = run.B, T = run.T;
+  distill::e2e_options eo = run.eo;
+  MESSAGE("tracker peak: one batch of 4 ", rw.peak_compute_bytes, " B, two micro-batches of 2 ", rs.peak_compute_bytes, " B");
+  const auto a = model::host_params(*whole), c = model::host_params(*split);
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - c[i]));
+  CHECK(worst < 1e-10);  // f64: the sums differ in their rounding only
+  CHECK(rs.loss_last == doctest::Approx(rw.loss_last).epsilon(1e-10));
+  CHECK(rs.peak_compute_bytes < rw.peak_compute_bytes);
+  CHECK(rs.peak_compute_bytes == rs.declared_compute_bytes);
+  CHECK(rs.tokens == rw.tokens);
+  eo.micro_batches = 3;
+  CHECK_THROWS_WITH_AS(distill::train_e2e_kd(*su.teacher, *split, loader, B, T, eo),
+                       doctest::Contains("micro_batches is 3, expected a divisor of the batch of 4 sequences"), lwcl::error);
 }
 
 TEST_CASE("end-to-end KD reads a fresh batch every step, or cycles over cycle_batches of them") {

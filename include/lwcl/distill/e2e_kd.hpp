@@ -25,6 +25,7 @@
 #include "lwcl/data/loader.hpp"
 #include "lwcl/model/transformer.hpp"
 #include "lwcl/ops/distill_loss.hpp"
+#include "lwcl/ops/elementwise.hpp"
 #include "lwcl/optim/adamw.hpp"
 #include "lwcl/optim/clip.hpp"
 #include "lwcl/optim/schedule.hpp"
@@ -65,6 +66,15 @@ struct e2e_loop_options {
 struct e2e_options : e2e_loop_options {
   double temperature = 1.0;
   double hidden_mse_weight = 0.0;  // > 0: add w * mse(student h_L, teacher h_L) (needs equal widths)
+  // Activation checkpointing of the student (model::weights::set_activation_checkpointing): its blocks
+  // run forward again in backward, so only the hidden states between them stay resident. The steps are
+  // bitwise those without it; a step costs about one more forward of the student's blocks.
+  bool checkpoint_activations = false;
+  // Gradient accumulation: each step's batch of B sequences runs as micro_batches micro-batches of
+  // B / micro_batches (a divisor of B), each forward and backward in turn, the gradients summed and
+  // scaled to the batch mean before clipping; the same step within rounding, in the memory of a smaller
+  // batch (what a user short of memory runs).
+  index_t micro_batches = 1;
 };
 
 struct e2e_result {
@@ -77,6 +87,10 @@ struct e2e_result {
   // loss scratch, the token buffer and the hidden-state pair.
   std::size_t peak_compute_bytes = 0;
   std::size_t declared_compute_bytes = 0;
+  // The part of declared_compute_bytes that scales with the (micro-)batch: the student's saved
+  // activations, the teacher's inference buffers, the logits and hidden-state buffers. The rest (both
+  // models' parameters, the gradients and AdamW moments, the token buffer) does not.
+  std::size_t batch_bytes = 0;
   double seconds = 0;      // training wall seconds (the probe's evaluations excluded)
   double cpu_seconds = 0;  // the process's processor seconds while training (every thread; evaluations excluded)
   double eval_seconds = 0; // wall seconds the probe took
@@ -189,9 +203,9 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
     be.from_host(tok.data(), ids.data(), tok.bytes());
     double loss = 0;
     try {
+      student.zero_grad();  // before the forward: a trainer may run backward for its first micro-batches there
       loss = forward_loss(ids, tensor(tok.data(), dtype::i32, {B, T}));
       check(std::isfinite(loss), "the loss is ", loss);
-      student.zero_grad();
       backward();
       optim::clip_grad_norm(be, student.grads(), opt.clip);
       adam.step(student.grads(), sched.lr(s));
@@ -248,26 +262,34 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   const bool hidden = opt.hidden_mse_weight > 0;
   check(!hidden || teacher.config().d_model == student.config().d_model, "train_e2e_kd: a hidden-state MSE needs equal "
         "widths, the teacher has ", teacher.config().d_model, " and the student ", student.config().d_model);
-  const index_t V = student.config().vocab;
+  check(opt.micro_batches >= 1 && B % opt.micro_batches == 0, "train_e2e_kd: micro_batches is ", opt.micro_batches,
+        ", expected a divisor of the batch of ", B, " sequences");
+  const index_t V = student.config().vocab, m = opt.micro_batches, b = B / m;
+  const bool was_checkpointing = student.activation_checkpointing();
+  student.set_activation_checkpointing(opt.checkpoint_activations);
   const e2e_detail::compute_peak<Backend> peak(teacher.resident_bytes() + student.resident_bytes());
   optim::adamw_config oc;
   oc.lr = opt.lr;
   oc.weight_decay = opt.weight_decay;
   optim::adamw<Backend> adam(be, student.params(), oc);
-  owned_tensor<Backend> tlogits(be, student.type(), {B, T, V}), dlogits(be, student.type(), {B, T, V}),
-      scratch(be, student.type(), {2 * B * T});
+  owned_tensor<Backend> tlogits(be, student.type(), {b, T, V}), dlogits(be, student.type(), {b, T, V}),
+      scratch(be, student.type(), {2 * b * T});
   owned_tensor<Backend> thidden, dhidden;
   if (hidden) {
-    thidden = owned_tensor<Backend>(be, student.type(), {B, T, student.config().d_model});
-    dhidden = owned_tensor<Backend>(be, student.type(), {B, T, student.config().d_model});
+    thidden = owned_tensor<Backend>(be, student.type(), {b, T, student.config().d_model});
+    dhidden = owned_tensor<Backend>(be, student.type(), {b, T, student.config().d_model});
   }
   buffer<Backend> tok(be, static_cast<std::size_t>(B * T) * sizeof(std::int32_t));
   e2e_result res;
   const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(teacher.config(), T) +
-                                                          3 * prune::flops_per_token(student.config(), T));
-  auto forward_loss = [&](const std::vector<std::int32_t>&, const tensor& tokens) {
-    teacher.infer_logits(tokens, tlogits.view(), hidden ? thidden.view() : tensor());
-    const tensor slogits = student.forward_logits(tokens);
+                                                          (opt.checkpoint_activations ? 4 : 3) *
+                                                              prune::flops_per_token(student.config(), T));
+  // The loss of micro-batch k (rows k b .. (k + 1) b - 1 of the batch), its gradients left in dlogits
+  // (and dhidden) for backward_logits.
+  auto micro_loss = [&](const tensor& tokens, index_t k) {
+    const tensor rows(static_cast<std::int32_t*>(tokens.data) + k * b * T, dtype::i32, {b, T});
+    teacher.infer_logits(rows, tlogits.view(), hidden ? thidden.view() : tensor());
+    const tensor slogits = student.forward_logits(rows);
     be.fill_zero(dlogits.view().data, dlogits.view().bytes());
     double loss = ops::logit_kl_loss(be, dlogits.view(), scratch.view(), slogits, tlogits.view(), opt.temperature);
     if (hidden) {
@@ -277,13 +299,29 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     }
     return loss;
   };
-  auto backward = [&] { student.backward_logits(dlogits.view(), hidden ? dhidden.view() : tensor()); };
+  auto micro_backward = [&] { student.backward_logits(dlogits.view(), hidden ? dhidden.view() : tensor()); };
+  // Every micro-batch but the last runs its backward here; the last one's is `backward`.
+  auto forward_loss = [&](const std::vector<std::int32_t>&, const tensor& tokens) {
+    double loss = 0;
+    for (index_t k = 0; k < m; ++k) {
+      loss += micro_loss(tokens, k);
+      if (k + 1 < m) micro_backward();
+    }
+    return loss / static_cast<double>(m);
+  };
+  auto backward = [&] {
+    micro_backward();
+    if (m > 1) ops::scale(be, student.grads(), 1.0 / static_cast<double>(m));
+  };
   e2e_detail::step_loop(student, loader, B, T, opt, metrics, "train_e2e_kd", "e2e_kd", "kl", step_flops, peak,
                         adam, tok, forward_loss, backward, res);
   res.declared_compute_bytes = teacher.parameter_bytes() + teacher.inference_bytes() + student.parameter_bytes() +
                                adam.state_bytes() + student.activation_bytes() + tlogits.view().bytes() +
                                dlogits.view().bytes() + scratch.view().bytes() + tok.bytes() +
                                (hidden ? thidden.view().bytes() + dhidden.view().bytes() : 0);
+  res.batch_bytes = res.declared_compute_bytes - (teacher.parameter_bytes() + student.parameter_bytes() +
+                                                  adam.state_bytes() + tok.bytes());
+  student.set_activation_checkpointing(was_checkpointing);
   return res;
 }
 

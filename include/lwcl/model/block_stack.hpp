@@ -3,7 +3,10 @@
 // states. Parameters and gradients are views into buffers the owner holds (laid out by
 // add_block_params under "layers.<i>."), so a whole LM and a lone segment share this code. The stack
 // owns its activations: each block's saved tensors, the hidden states between blocks, and the
-// gradient scratch, which layers of equal widths share.
+// gradient scratch, which layers of equal widths share. With activation checkpointing, forward keeps
+// only the hidden states between blocks, and backward runs each block's forward again from its input
+// before its backward: the blocks of equal widths then share one set of saved tensors, and the
+// gradients are bitwise those without it, for one more forward pass.
 
 #include <memory>
 #include <string>
@@ -41,6 +44,14 @@ class block_stack {
     return n;
   }
 
+  // Activation checkpointing on or off from the next forward (see the header comment).
+  void set_recompute(bool on) {
+    if (on == recompute_) return;
+    recompute_ = on;
+    B_ = T_ = -1;  // the activations are laid out again
+  }
+  bool recompute() const { return recompute_; }
+
   // Every block's linear inputs go through `h` from here on (null: none). Must outlive the stack's passes.
   void set_input_hook(linear_input_hook* h) { hook_ = h; }
   linear_input_hook* input_hook() const { return hook_; }
@@ -54,7 +65,7 @@ class block_stack {
     for (std::size_t i = 0; i < shapes_.size(); ++i) {
       const tensor& in = i == 0 ? x : hidden_[i - 1];
       const tensor& out = i + 1 == shapes_.size() ? y : hidden_[i];
-      block_forward(be_, shapes_[i], w_[i], *acts_[i], in, out, hook_, first_ + static_cast<index_t>(i));
+      block_forward(be_, shapes_[i], w_[i], *acts_[acts_of_[i]], in, out, hook_, first_ + static_cast<index_t>(i));
     }
   }
 
@@ -67,7 +78,9 @@ class block_stack {
       const tensor& in = i == 0 ? x_ : hidden_[i - 1];
       tensor dnext = i == 0 && dx.data ? dx : dstream_[i % 2];
       if (!(i == 0 && dx.data)) be_.fill_zero(dnext.data, dnext.bytes());
-      block_backward(be_, shapes_[i], w_[i], dw_[i], *acts_[i], *grad_scratch_[scratch_of_[i]], in, dnext, dcur, hook_,
+      auto& acts = *acts_[acts_of_[i]];
+      if (recompute_) block_forward(be_, shapes_[i], w_[i], acts, in, recomputed_, hook_, first_ + static_cast<index_t>(i));
+      block_backward(be_, shapes_[i], w_[i], dw_[i], acts, *grad_scratch_[scratch_of_[i]], in, dnext, dcur, hook_,
                      first_ + static_cast<index_t>(i));
       dcur = dnext;
     }
@@ -79,17 +92,20 @@ class block_stack {
     B_ = B;
     T_ = T;
     acts_.clear();
+    acts_of_.clear();
     grad_scratch_.clear();
     scratch_of_.clear();
+    mem_.reset();  // the old layout's memory goes before the new one is taken
     hidden_.assign(shapes_.size() > 1 ? shapes_.size() - 1 : 0, tensor());
     mem_ = std::make_unique<arena<Backend>>();
     for (auto& h : hidden_) mem_->declare(h, {B, T, cfg_.d_model});
     mem_->declare(dstream_[0], {B, T, cfg_.d_model});
     mem_->declare(dstream_[1], {B, T, cfg_.d_model});
+    recomputed_ = tensor();
+    if (recompute_) mem_->declare(recomputed_, {B, T, cfg_.d_model});
     mem_->allocate(be_, type_);
-    std::vector<std::size_t> owner;  // first layer index of each scratch
+    std::vector<std::size_t> owner;  // first layer index of each scratch (and, recomputing, of each shared acts)
     for (std::size_t i = 0; i < shapes_.size(); ++i) {
-      acts_.push_back(std::make_unique<block_acts<Backend>>(be_, shapes_[i], B, T, type_));
       std::size_t s = 0;
       for (; s < owner.size(); ++s) {
         const auto& o = shapes_[owner[s]];
@@ -98,8 +114,11 @@ class block_stack {
       if (s == owner.size()) {
         owner.push_back(i);
         grad_scratch_.push_back(std::make_unique<block_acts<Backend>>(be_, shapes_[i], B, T, type_, true));
+        if (recompute_) acts_.push_back(std::make_unique<block_acts<Backend>>(be_, shapes_[i], B, T, type_));
       }
       scratch_of_.push_back(s);
+      if (!recompute_) acts_.push_back(std::make_unique<block_acts<Backend>>(be_, shapes_[i], B, T, type_));
+      acts_of_.push_back(recompute_ ? s : i);
     }
   }
 
@@ -111,11 +130,13 @@ class block_stack {
   std::vector<block_weights> w_, dw_;
   index_t B_ = -1, T_ = -1;
   std::vector<std::unique_ptr<block_acts<Backend>>> acts_, grad_scratch_;
-  std::vector<std::size_t> scratch_of_;
+  std::vector<std::size_t> scratch_of_, acts_of_;  // each block's gradient scratch and saved tensors
   std::vector<tensor> hidden_;
   tensor dstream_[2];
   std::unique_ptr<arena<Backend>> mem_;
   tensor x_;
+  tensor recomputed_;  // the output of a block's forward run again in backward (discarded)
+  bool recompute_ = false;
   linear_input_hook* hook_ = nullptr;
 };
 

@@ -87,6 +87,11 @@ class weights {
     frozen_ = true;
   }
   bool frozen() const { return frozen_; }
+  // Activation checkpointing of the block stack from the next forward (block_stack::set_recompute): the
+  // blocks keep only the hidden states between them and run forward again in backward, for bitwise the
+  // same gradients in less memory.
+  void set_activation_checkpointing(bool on) { stack("set_activation_checkpointing").set_recompute(on); }
+  bool activation_checkpointing() const { return stack_ && stack_->recompute(); }
   // Bytes of the parameter and gradient buffers (the gradients are 0 once frozen).
   std::size_t parameter_bytes() const { return params_.bytes() + grads_.bytes(); }
 

@@ -58,6 +58,7 @@
 #include "lwcl/eval/held_out.hpp"
 #include "lwcl/eval/multiple_choice.hpp"
 #include "lwcl/eval/perplexity.hpp"
+#include "lwcl/eval/teacher_agreement.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/layer_map.hpp"
 #include "lwcl/model/tokenizer/folder.hpp"
@@ -440,8 +441,11 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   const std::filesystem::path dir = std::filesystem::path(opt_.out) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::printf("%s: end-to-end logit KD%s, teacher and student resident, budget %s\n", name.c_str(),
-              eo.hidden_mse_weight > 0 ? " + hidden MSE" : "", b.str().c_str());
+  std::printf("%s: end-to-end logit KD%s, teacher and student resident%s%s, budget %s\n", name.c_str(),
+              eo.hidden_mse_weight > 0 ? " + hidden MSE" : "", eo.checkpoint_activations ? ", activations checkpointed" : "",
+              eo.micro_batches > 1 ? report::format(", %lld micro-batches a step", static_cast<long long>(eo.micro_batches)).c_str()
+                                   : "",
+              b.str().c_str());
   const bool rss = reset_peak_resident();
   auto teacher = checkpoint::load_hf(be_, teacher_.dir.string(), dtype::f32, model::frozen);
   auto student = pruned_.to_transformer(be_);
@@ -467,6 +471,9 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   r.row.details["lr"] = o.lr;
   r.row.details["temperature"] = o.temperature;
   r.row.details["hidden_mse_weight"] = o.hidden_mse_weight;
+  r.row.details["checkpoint_activations"] = o.checkpoint_activations;
+  r.row.details["micro_batches"] = o.micro_batches;
+  r.row.details["batch_bytes"] = res.batch_bytes;
   if (!res.curve.empty()) {
     r.row.details["curve"] = nlohmann::ordered_json(res.curve);
     r.row.details["eval_seconds"] = res.eval_seconds;

@@ -113,6 +113,9 @@ void comparison<Backend, Criterion>::start() {
   if (opt_.test_split) pr.details["test_ppl"] = eval::perplexity(*p, test_).perplexity();
   for (const auto& [key, smp] : extra_) pr.details[key] = eval::perplexity(*p, smp).perplexity();
   pr.cumulative_error = eval::cumulative_error(*t, *p, boundaries_, err_batches_, B, T);
+  const auto pa = eval::teacher_agreement(*t, *p, val_);
+  pr.details["kl_teacher"] = pa.kl;
+  pr.details["top1_agreement"] = pa.top1;
   score_mc(*p, pr);
   pr.wall_seconds = prune_seconds;
   pr.tokens = static_cast<long>(opt_.calib_batches) * B * T;
@@ -140,6 +143,11 @@ method_row comparison<Backend, Criterion>::judge(const std::string& name, const 
   score_mc(*net, r);
   auto teacher = checkpoint::load_hf(be_, teacher_.dir.string(), dtype::f32, model::frozen);
   r.cumulative_error = eval::cumulative_error(*teacher, *net, boundaries_, err_batches_, opt_.batch, opt_.seq);
+  const auto a = eval::teacher_agreement(*teacher, *net, val_);
+  r.details["kl_teacher"] = a.kl;
+  r.details["top1_agreement"] = a.top1;
+  if (rows_.size() >= 2 && rows_[0].name == "teacher" && rows_[1].name == "pruned")
+    if (const auto share = eval::recovered_share(rows_[1].val_ppl, r.val_ppl, rows_[0].val_ppl)) r.details["recovered_share"] = *share;
   return r;
 }
 

@@ -41,9 +41,11 @@ inline void efficiency_defaults(studies::options& d, const std::string& teacher,
   }
 }
 
-// End-to-end KD's settings, chosen on validation like the layer-wise rate (experiments/evidence.md).
+// End-to-end KD's settings, chosen on validation like the layer-wise rate (experiments/evidence.md);
+// memory_limited: also end-to-end KD as a user short of memory runs it (memory_limited_e2e).
 struct efficiency_knobs {
   double e2e_lr = 2e-3, e2e_hidden_mse = 1;
+  bool memory_limited = false;
 };
 
 inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
@@ -51,25 +53,67 @@ inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
       ->check(studies::positive);
   cli.add_option("--e2e-hidden-mse", k.e2e_hidden_mse, "weight of end-to-end KD's last-hidden-state MSE term (0: logit "
                  "KD alone)")->check(studies::non_negative);
+  cli.add_flag("--e2e-memory-limited", k.memory_limited, "also end-to-end KD as a user short of memory runs it: with "
+               "activation checkpointing (e2e_kd_checkpointed), and in micro-batches with gradient accumulation under "
+               "LWCL's training peak (e2e_kd_capped)");
 }
 
-// End-to-end KD ("e2e_kd") under --budget at the knobs' learning rate and hidden-state MSE weight.
-// `Comparison`: a studies::comparison, here and below.
+// End-to-end KD's options at the knobs' learning rate and hidden-state MSE weight, under --budget.
 template <class Comparison>
-studies::method_row& e2e_kd_at(Comparison& cmp, const efficiency_knobs& k) {
+distill::e2e_options e2e_options_at(const Comparison& cmp, const efficiency_knobs& k) {
   auto eo = cmp.e2e_defaults(cmp.total());
   eo.lr = k.e2e_lr;
   eo.min_lr = k.e2e_lr / 10;
   eo.hidden_mse_weight = k.e2e_hidden_mse;
-  return cmp.e2e_kd("e2e_kd", eo, cmp.total()).row;
+  return eo;
+}
+
+// End-to-end KD ("e2e_kd") under --budget at the knobs (e2e_options_at).
+// `Comparison`: a studies::comparison, here and below.
+template <class Comparison>
+studies::method_row& e2e_kd_at(Comparison& cmp, const efficiency_knobs& k) {
+  return cmp.e2e_kd("e2e_kd", e2e_options_at(cmp, k), cmp.total()).row;
+}
+
+// The fewest micro-batches, a divisor of the batch of B sequences, that bring a run whose measured peak
+// is `fixed` bytes plus `batch` bytes that scale with the micro-batch under `cap`; B (one sequence a
+// micro-batch) when none does.
+inline index_t micro_batches_under(double cap, double fixed, double batch, index_t B) {
+  for (index_t m = 1; m <= B; ++m)
+    if (B % m == 0 && fixed + batch / static_cast<double>(m) <= cap) return m;
+  return B;
+}
+
+// End-to-end KD as a user short of memory runs it, beside the plain run `kd` and LWCL's row `lwcl`:
+// "e2e_kd_checkpointed" (activation checkpointing), and "e2e_kd_capped", in the fewest micro-batches
+// that bring kd's measured peak under LWCL's training peak (micro_batches_under), its row saying
+// whether its own measured peak stayed under that cap.
+template <class Comparison>
+void memory_limited_e2e(Comparison& cmp, const efficiency_knobs& k, const studies::method_row& lwcl,
+                        const studies::method_row& kd) {
+  auto eo = e2e_options_at(cmp, k);
+  eo.checkpoint_activations = true;
+  cmp.e2e_kd("e2e_kd_checkpointed", eo, cmp.total());
+  const double cap = lwcl.peak_compute_bytes, batch = kd.details.at("batch_bytes").template get<double>();
+  eo.checkpoint_activations = false;
+  eo.micro_batches = micro_batches_under(cap, kd.peak_compute_bytes - batch, batch, cmp.opt().batch);
+  auto& capped = cmp.e2e_kd("e2e_kd_capped", eo, cmp.total()).row;
+  capped.details["memory_cap_bytes"] = cap;
+  capped.details["within_cap"] = capped.peak_compute_bytes <= cap;
+  if (capped.peak_compute_bytes > cap)
+    std::printf("e2e_kd_capped: %lld micro-batches of one sequence still hold %s, above LWCL's %s: the weights, gradients "
+                "and moments alone exceed it\n", static_cast<long long>(eo.micro_batches),
+                report::human_bytes(capped.peak_compute_bytes).c_str(), report::human_bytes(cap).c_str());
 }
 
 // The two recoveries of a table that compares students: "lwcl" (the default bundle over the host
-// feature cache), then end-to-end KD at the knobs (e2e_kd_at).
+// feature cache), then end-to-end KD at the knobs (e2e_kd_at), and with knobs.memory_limited the
+// memory-limited end-to-end runs (memory_limited_e2e).
 template <class Comparison>
 void lwcl_and_e2e_kd(Comparison& cmp, const efficiency_knobs& k) {
-  cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{}));
-  e2e_kd_at(cmp, k);
+  const auto& lwcl = cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{})).row;
+  const auto& kd = e2e_kd_at(cmp, k);
+  if (k.memory_limited) memory_limited_e2e(cmp, k, lwcl, kd);
 }
 
 // The methods of an efficiency run, in this order: lwcl, layerwise_no_curriculum (unless left out),
@@ -85,6 +129,7 @@ void efficiency_methods(Comparison& cmp, const efficiency_knobs& k, bool no_curr
                                      slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}))
                              .row);
   auto& kd = e2e_kd_at(cmp, k);
+  if (k.memory_limited) memory_limited_e2e(cmp, k, *layerwise.front(), kd);
   cmp.report()["summary"] = studies::time_to_target(cmp, kd, layerwise);
   cmp.columns(studies::time_to_target_columns());
 }
@@ -100,6 +145,9 @@ inline std::vector<std::string> mc_tasks(const studies::options& o) {
 inline std::vector<column> efficiency_columns(const studies::options& o) {
   std::vector<column> c = {{"test_ppl", "test ppl", unit::ppl},
           {"val_ppl", "val ppl", unit::ppl},
+          {"kl_teacher", "KL to teacher", unit::cosine},
+          {"top1_agreement", "top-1 agreement", unit::ratio},
+          {"recovered_share", "recovered", unit::ratio},
           {"peak_compute_bytes", "peak training MiB", unit::mib},
           {"run_peak_compute_bytes", "run peak MiB", unit::mib},
           {"run_peak_total_bytes", "run + cache MiB", unit::mib, "run_peak_compute_bytes"},

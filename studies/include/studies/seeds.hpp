@@ -75,6 +75,7 @@ inline std::string mean_sd(const nlohmann::ordered_json& m, const std::string& k
   const double mean = m.at(k).at("mean").get<double>(), sd = m.at(k).at("sd").get<double>();
   if (mean == 0) return "-";
   if (bytes) return report::human_bytes(mean) + " +- " + (sd > 0 ? report::human_bytes(sd) : std::string("0"));
+  if (k == "kl_teacher" || k == "top1_agreement" || k == "recovered_share") return report::format("%.4f +- %.4f", mean, sd);
   return report::format(k == "val_ppl" || k == "err_last" ? "%.3f +- %.3f" : "%.1f +- %.1f", mean, sd);
 }
 
@@ -88,10 +89,12 @@ inline std::string seeds_markdown(const nlohmann::ordered_json& methods, int see
   std::string md = report::format("%d seeds (each its own calibration sample and data order): mean +- sample standard "
                                   "deviation; validation perplexity: %s\n\n",
                                   seeds, protocol.c_str());
-  md += "| method | val ppl | peak compute | run peak | peak cache | peak RSS | wall s | err (last) |\n";
-  md += "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  md += "| method | val ppl | KL | top-1 | recovered | peak compute | run peak | peak cache | peak RSS | wall s | err (last) |\n";
+  md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  const auto opt_sd = [&](const nlohmann::ordered_json& m, const char* k) { return m.contains(k) ? mean_sd(m, k, false) : "-"; };
   for (const auto& m : methods)
-    md += "| " + m.at("name").get<std::string>() + " | " + mean_sd(m, "val_ppl", false) + " | " +
+    md += "| " + m.at("name").get<std::string>() + " | " + mean_sd(m, "val_ppl", false) + " | " + opt_sd(m, "kl_teacher") +
+          " | " + opt_sd(m, "top1_agreement") + " | " + opt_sd(m, "recovered_share") + " | " +
           mean_sd(m, "peak_compute_bytes", true) + " | " + mean_sd(m, "run_peak_compute_bytes", true) + " | " +
           mean_sd(m, "peak_cache_bytes", true) + " | " + mean_sd(m, "peak_resident_bytes", true) + " | " +
           mean_sd(m, "wall_seconds", false) + " | " + mean_sd(m, "err_last", false) + " |\n";

@@ -96,8 +96,8 @@ inline std::string header(std::string key) {
 
 // The main table's header and a row's cells, shared by the terminal and Markdown forms.
 inline const std::vector<std::string>& main_header() {
-  static const std::vector<std::string> h = {"method", "val ppl", "peak compute", "run peak", "peak cache",
-                                             "peak RSS", "wall s", "tokens", "err (last)"};
+  static const std::vector<std::string> h = {"method",     "val ppl",  "KL",     "top-1",  "recovered", "peak compute",
+                                             "run peak",   "peak cache", "peak RSS", "wall s", "tokens", "err (last)"};
   return h;
 }
 inline std::vector<std::string> main_cells(const method_row& r) {
@@ -105,21 +105,30 @@ inline std::vector<std::string> main_cells(const method_row& r) {
   std::snprintf(ppl, sizeof ppl, "%.3f", r.val_ppl);
   std::snprintf(wall, sizeof wall, "%.1f", r.wall_seconds);
   if (!r.cumulative_error.empty()) std::snprintf(err, sizeof err, "%.4f", r.cumulative_error.back());
-  return {r.name, ppl, report::human_bytes(r.peak_compute_bytes), report::human_bytes(r.run_peak_compute_bytes),
+  auto detail = [&](const char* key, const char* fmt) {
+    return r.details.contains(key) && r.details.at(key).is_number() ? report::format(fmt, r.details.at(key).get<double>())
+                                                                     : std::string("-");
+  };
+  return {r.name, ppl, detail("kl_teacher", "%.4f"), detail("top1_agreement", "%.3f"), detail("recovered_share", "%.3f"),
+          report::human_bytes(r.peak_compute_bytes), report::human_bytes(r.run_peak_compute_bytes),
           report::human_bytes(r.peak_cache_bytes), report::human_bytes(r.peak_resident_bytes), wall,
           std::to_string(r.tokens), err};
 }
 inline constexpr const char* main_note =
-    "(peak compute: tracker bytes resident while training (weights, gradients, AdamW moments, activations; for "
-    "end-to-end KD also the frozen teacher); run peak: the same over the whole run, LWCL's teacher pass included; "
-    "peak cache: the feature store and staging ring; peak RSS: the process's peak resident set during the method; "
-    "err (last): relative error of the last layer's hidden state against the teacher's)";
+    "(KL: mean KL(teacher || student) of the next-token distributions on the validation sample, nats a token; "
+    "top-1: the share of its positions where student and teacher predict the same next token; recovered: the share "
+    "of the pruning loss won back, (ppl pruned - ppl) / (ppl pruned - ppl teacher); peak compute: tracker bytes "
+    "resident while training (weights, gradients, AdamW moments, activations; for end-to-end KD also the frozen "
+    "teacher); run peak: the same over the whole run, LWCL's teacher pass included; peak cache: the feature store "
+    "and staging ring; peak RSS: the process's peak resident set during the method; err (last): relative error of "
+    "the last layer's hidden state against the teacher's)";
 
 inline void print_table(const std::vector<method_row>& rows, const std::string& protocol) {
   std::printf("\nvalidation perplexity: %s\n", protocol.c_str());
+  static const int width[] = {26, 9, 8, 6, 9, 12, 11, 11, 11, 8, 9, 10};
   auto line = [](const std::vector<std::string>& c) {
     std::printf("%-26s", c[0].c_str());
-    for (std::size_t k = 1; k < c.size(); ++k) std::printf(" %*s", k == 1 || k == 6 ? 9 : 11, c[k].c_str());
+    for (std::size_t k = 1; k < c.size(); ++k) std::printf(" %*s", width[k], c[k].c_str());
     std::printf("\n");
   };
   line(main_header());
