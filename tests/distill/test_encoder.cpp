@@ -6,10 +6,12 @@
 // that lowers them; framed loader rows; held-out sentence pools and embedding agreement.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lwcl/backend/host/host.hpp"
@@ -276,6 +278,45 @@ TEST_CASE("end-to-end encoder objectives: gradients equal finite differences; tr
     CHECK(r.curve.size() == 4);  // steps 0, 20, 40, 60
     CHECK(r.peak_compute_bytes > student->parameter_bytes());
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("end-to-end encoder KD checkpointed and in micro-batches: the same student, in less tracker memory") {
+  backend::cpu be;
+  const fs::path dir = fs::temp_directory_path() / "lwcl_test_e2e_encoder_memory";
+  fs::create_directories(dir);
+  test::write_markov_shard(dir / "train.bin");
+  const data::shard shard((dir / "train.bin").string());
+  const data::batch_loader loader(shard, 4, 12, 4, data::row_frame{1, 2});
+  const auto teacher = scaled_bert(be, 2, dtype::f64);
+  auto run = [&](bool checkpoint, index_t micro) {
+    auto student = prune::apply_plan(*teacher, half_plan(teacher->config()));
+    distill::e2e_encoder_options eo;
+    eo.steps = 3;
+    eo.lr = 3e-3;
+    eo.progress_bar = false;
+    eo.checkpoint_activations = checkpoint;
+    eo.micro_batches = micro;
+    const auto r = distill::train_e2e_encoder(*teacher, *student, loader, 4, 12, eo);
+    return std::pair{model::host_params(*student), r};
+  };
+  const auto [plain, rp] = run(false, 1);
+  const auto [ckpt, rc] = run(true, 1);
+  const auto [split, rs] = run(false, 2);
+  MESSAGE("tracker peak: plain ", rp.peak_compute_bytes, " B, checkpointed ", rc.peak_compute_bytes, " B, two micro-batches ",
+          rs.peak_compute_bytes, " B");
+  CHECK(ckpt == plain);
+  CHECK(rc.peak_compute_bytes < rp.peak_compute_bytes);
+  double worst = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) worst = std::max(worst, std::abs(plain[i] - split[i]));
+  CHECK(worst < 1e-10);
+  CHECK(rs.peak_compute_bytes < rp.peak_compute_bytes);
+  auto student = prune::apply_plan(*teacher, half_plan(teacher->config()));
+  distill::e2e_encoder_options bad;
+  bad.micro_batches = 3;
+  bad.progress_bar = false;
+  CHECK_THROWS_WITH_AS(distill::train_e2e_encoder(*teacher, *student, loader, 4, 12, bad),
+                       doctest::Contains("micro_batches is 3, expected a divisor of the batch of 4 sequences"), lwcl::error);
   fs::remove_all(dir);
 }
 
