@@ -188,7 +188,8 @@ inline void efficiency_report(const std::string& base, const std::string& headin
   std::vector<std::string> notes;
   json sources = json::array();
   const std::vector<std::string> methods = {"pruned", "layerwise_no_curriculum", "lwcl", "e2e_kd"};
-  const std::vector<std::string> trained = {"lwcl", "layerwise_no_curriculum", "e2e_kd"};
+  const std::vector<std::string> trained = {"lwcl", "layerwise_no_curriculum", "e2e_kd", "e2e_kd_checkpointed",
+                                            "e2e_kd_capped"};
   for (const auto& s : list) {
     const fs::path dir = fs::path(base) / s.name;
     const json rep = read_json(dir / "report.json");
@@ -210,7 +211,8 @@ inline void efficiency_report(const std::string& base, const std::string& headin
       if (const auto* m = method_of(rep, name)) {
         json q = {{"name", name}};  // quality only: their seconds are the teacher's training and the pruning
         for (const auto& [k, v] : m->items())
-          if (k == "test_ppl" || k == "val_ppl" || k.starts_with("mc_")) q[k] = v;
+          if (k == "test_ppl" || k == "val_ppl" || k == "kl_teacher" || k == "top1_agreement" || k.starts_with("mc_"))
+            q[k] = v;
         t.add({name == std::string("pruned") ? "pruned (no recovery)" : name}, q);
       }
     for (const auto& name : trained)
@@ -233,6 +235,17 @@ inline void efficiency_report(const std::string& base, const std::string& headin
                                static_cast<int>(std::lround(reached->mean * reached->n)), reached->n);
       if (time) line += report::format(" (at %.2f x its wall time)", time->mean);
       notes.push_back(line + ".");
+    }
+    // End-to-end KD in LWCL's memory (--e2e-memory-limited): what micro-batching cost it.
+    if (const auto* c = method_of(rep, "e2e_kd_capped"); c && kd) {
+      const auto mb = figure(*c, "micro_batches"), peak = figure(*c, "peak_compute_bytes"), cap = figure(*c, "memory_cap_bytes");
+      const auto val = figure(*c, "val_ppl"), kd_val = figure(*kd, "val_ppl"), wall = figure(*c, "wall_seconds"),
+                 kd_wall = figure(*kd, "wall_seconds");
+      if (mb && peak && cap && val && kd_val && wall && kd_wall && kd_wall->mean > 0)
+        notes.push_back(report::format("- %s, e2e_kd_capped: %.0f micro-batches a step, training peak %.1f MiB against LWCL's "
+                                       "%.1f MiB; validation perplexity %.3f against plain end-to-end KD's %.3f, at %.2f x "
+                                       "its wall time.", s.name.c_str(), mb->mean, peak->mean / (1 << 20),
+                                       cap->mean / (1 << 20), val->mean, kd_val->mean, wall->mean / kd_wall->mean));
     }
     const fs::path out(base);
     check(plot_cumulative_error(dir, methods, out / ("cumulative_error_" + s.name + ".png"),
