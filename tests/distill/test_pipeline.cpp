@@ -808,7 +808,9 @@ TEST_CASE("pipeline: student features nothing will read again are released: fron
   REQUIRE(teacher_bytes > 0);
   REQUIRE(phase1.size() == 8);
   // Five teacher boundaries (0..4) of three batches; the student features of one boundary are a fifth of them.
-  for (const auto& [pos, cache] : phase1) {
+  for (const auto& step : phase1) {
+    const long pos = step.first;
+    const double cache = step.second;
     CAPTURE(pos);
     if (pos == 0) CHECK(cache == teacher_bytes);  // segment [0, 1) reads boundary 0, the teacher's embedding output
     else CHECK(cache == doctest::Approx(teacher_bytes * 6 / 5));
