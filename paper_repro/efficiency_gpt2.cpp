@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
       const int rc = pr::run_setting(cmp, base, list[i], [&] { pr::efficiency_methods(cmp, k); });
       if (rc != 0) return rc;
     }
-    pr::efficiency_report(base, "Efficiency, GPT-2 family (deep gpt2 teacher)", list, cmp.opt(), progress.seconds());
+    pr::efficiency_report(base, "Efficiency, GPT-2 family (teacher " + cmp.opt().teacher + ")", list, cmp.opt(),
+                          progress.seconds());
     return 0;
   });
 }

@@ -245,6 +245,13 @@ TEST_CASE("end-to-end KD with activation checkpointing: bitwise the same student
   CHECK(rc.peak_compute_bytes == rc.declared_compute_bytes);
   CHECK(rc.flops > rp.flops);  // one more forward of the student's blocks a step
   CHECK(!ckpt->activation_checkpointing());  // the student is left as it was given
+  // So is it by a run that stops with an error (here the quality probe's, before the first step).
+  distill::e2e_options stopped = run.eo;
+  stopped.checkpoint_activations = true;
+  stopped.probe = []() -> double { fail("the probe refuses"); };
+  CHECK_THROWS_WITH_AS(distill::train_e2e_kd(*run.su.teacher, *ckpt, run.loader, run.B, run.T, stopped),
+                       doctest::Contains("the probe refuses"), lwcl::error);
+  CHECK(!ckpt->activation_checkpointing());
   // The stack alone: with equal-width layers one set of saved tensors serves all three blocks.
   std::vector<std::int32_t> ids, targets;
   loader.batch(0, ids, targets);

@@ -48,10 +48,6 @@ inline std::string_view objective_name(encoder_objective o) {
 // the objective.
 struct e2e_encoder_options : e2e_loop_options {
   encoder_objective objective = encoder_objective::embedding;
-  // As e2e_options: activation checkpointing of the student's blocks (bitwise the same steps), and each
-  // batch in micro_batches micro-batches with gradient accumulation (the same step within rounding).
-  bool checkpoint_activations = false;
-  index_t micro_batches = 1;
 };
 
 namespace e2e_encoder_detail {
@@ -119,11 +115,8 @@ e2e_result train_e2e_encoder(const model::encoder<Backend>& teacher, model::enco
         ", expected 0 (fresh batches) or more");
   check(opt.eval_every >= 0 && opt.eval_every_seconds >= 0, "train_e2e_encoder: eval_every is ", opt.eval_every,
         " and eval_every_seconds ", opt.eval_every_seconds, ", expected >= 0");
-  check(opt.micro_batches >= 1 && B % opt.micro_batches == 0, "train_e2e_encoder: micro_batches is ", opt.micro_batches,
-        ", expected a divisor of the batch of ", B, " sequences");
-  const index_t m = opt.micro_batches, b = B / m;
-  const bool was_checkpointing = student.activation_checkpointing();
-  student.set_activation_checkpointing(opt.checkpoint_activations);
+  const index_t b = e2e_detail::micro_batch_rows(opt, B, "train_e2e_encoder");
+  const e2e_detail::checkpointing_scope checkpointing(student, opt.checkpoint_activations);
   const e2e_detail::compute_peak<Backend> peak(teacher.parameter_bytes() + student.parameter_bytes() +
                                                student.activation_bytes());
   optim::adamw_config oc;
@@ -138,34 +131,22 @@ e2e_result train_e2e_encoder(const model::encoder<Backend>& teacher, model::enco
   const double step_flops = static_cast<double>(B * T) * (prune::layers_flops_per_token(tc, 0, tc.n_layers(), T) +
                                                           (opt.checkpoint_activations ? 4 : 3) *
                                                               prune::layers_flops_per_token(sc, 0, sc.n_layers(), T));
+  // The loss of micro-batch k of the batch `ids`, its gradient left in g for micro_backward.
+  auto micro_loss = [&](const std::vector<std::int32_t>& ids, const tensor& rows, index_t k) {
+    const std::vector<std::int32_t> part(ids.begin() + k * b * T, ids.begin() + (k + 1) * b * T);
+    model::for_each_layer_output(teacher, part, b, T, [&](index_t boundary, const tensor& h) {
+      if (boundary == tc.n_layers()) ht = ops::to_host_doubles(be, h, "train_e2e_encoder");
+    });
+    hs = ops::to_host_doubles(be, student.forward(rows), "train_e2e_encoder");
+    return e2e_encoder_detail::objective_grad(opt.objective, hs, ht, g, b, T, C);
+  };
   auto micro_backward = [&] {
     ops::from_host_doubles(be, g, dhidden.view(), "train_e2e_encoder");
     student.backward(dhidden.view());
   };
-  // Micro-batch k is rows k b .. (k + 1) b - 1; every one but the last runs its backward here, the last
-  // one's is `backward`.
-  auto forward_loss = [&](const std::vector<std::int32_t>& ids, const tensor& tokens) {
-    double loss = 0;
-    for (index_t k = 0; k < m; ++k) {
-      const std::vector<std::int32_t> part(ids.begin() + k * b * T, ids.begin() + (k + 1) * b * T);
-      model::for_each_layer_output(teacher, part, b, T, [&](index_t boundary, const tensor& h) {
-        if (boundary == tc.n_layers()) ht = ops::to_host_doubles(be, h, "train_e2e_encoder");
-      });
-      const tensor rows(static_cast<std::int32_t*>(tokens.data) + k * b * T, dtype::i32, {b, T});
-      hs = ops::to_host_doubles(be, student.forward(rows), "train_e2e_encoder");
-      loss += e2e_encoder_detail::objective_grad(opt.objective, hs, ht, g, b, T, C);
-      if (k + 1 < m) micro_backward();
-    }
-    return loss / static_cast<double>(m);
-  };
-  auto backward = [&] {
-    micro_backward();
-    if (m > 1) ops::scale(be, student.grads(), 1.0 / static_cast<double>(m));
-  };
   const std::string name(objective_name(opt.objective));
   e2e_detail::step_loop(student, loader, B, T, opt, metrics, "train_e2e_encoder", "e2e_" + name, name, step_flops, peak,
-                        adam, tok, forward_loss, backward, res);
-  student.set_activation_checkpointing(was_checkpointing);
+                        adam, tok, micro_loss, micro_backward, res);
   return res;
 }
 

@@ -53,6 +53,15 @@ struct e2e_loop_options {
   long eval_every = 0;
   double eval_every_seconds = 0;
   bool probe_start = true;  // false: no point before the first step (a stage continuing another's curve)
+  // Memory, as a user short of it trains. Activation checkpointing of the student
+  // (model::weights::set_activation_checkpointing): its blocks run forward again in backward, so only
+  // the hidden states between them stay resident; the steps are bitwise those without it, and a step
+  // costs about one more forward of the student's blocks. Gradient accumulation: each step's batch of B
+  // sequences runs as micro_batches micro-batches of B / micro_batches (a divisor of B), each forward
+  // and backward in turn, the gradients summed and scaled to the batch mean before clipping; the same
+  // step within rounding, in the memory of a smaller batch.
+  bool checkpoint_activations = false;
+  index_t micro_batches = 1;
 
   // Steps and wall clock from budget `b` at `batch_tokens` tokens a step: its steps, or under a seconds
   // budget its wall clock (and no step limit that a run could reach).
@@ -66,15 +75,6 @@ struct e2e_loop_options {
 struct e2e_options : e2e_loop_options {
   double temperature = 1.0;
   double hidden_mse_weight = 0.0;  // > 0: add w * mse(student h_L, teacher h_L) (needs equal widths)
-  // Activation checkpointing of the student (model::weights::set_activation_checkpointing): its blocks
-  // run forward again in backward, so only the hidden states between them stay resident. The steps are
-  // bitwise those without it; a step costs about one more forward of the student's blocks.
-  bool checkpoint_activations = false;
-  // Gradient accumulation: each step's batch of B sequences runs as micro_batches micro-batches of
-  // B / micro_batches (a divisor of B), each forward and backward in turn, the gradients summed and
-  // scaled to the batch mean before clipping; the same step within rounding, in the memory of a smaller
-  // batch (what a user short of memory runs).
-  index_t micro_batches = 1;
 };
 
 struct e2e_result {
@@ -171,19 +171,47 @@ class compute_peak {
   std::size_t others_ = 0;
 };
 
-// The step loop of both end-to-end trainers, step by step: the budget, the batch (uploaded to `tok`), the
-// trainer's forward and loss (`forward_loss(ids, tokens)`, which leaves what backward needs), a check that
-// the loss is finite, zero_grad, the trainer's `backward()`, clipping and the AdamW step at the cosine
-// schedule's rate; then the result's counts, a metrics record with the tracker's bytes, the progress bar
-// (`bar_label` and `loss_label` before the loss) and the probe's cadence; at the end the training peak
-// from `peak`. Fills every field of `res` but declared_compute_bytes.
-template <class Backend, class Student, class ForwardLoss, class Backward>
+// The student's activation checkpointing set for a trainer's run and put back as it was when the run
+// ends, however it ends.
+template <class Student>
+class checkpointing_scope {
+ public:
+  checkpointing_scope(Student& student, bool on) : student_(student), was_(student.activation_checkpointing()) {
+    student_.set_activation_checkpointing(on);
+  }
+  ~checkpointing_scope() { student_.set_activation_checkpointing(was_); }
+  checkpointing_scope(const checkpointing_scope&) = delete;
+  checkpointing_scope& operator=(const checkpointing_scope&) = delete;
+
+ private:
+  Student& student_;
+  bool was_;
+};
+
+// The sequences of one micro-batch of a batch of B, checked: opt.micro_batches must divide B.
+inline index_t micro_batch_rows(const e2e_loop_options& opt, index_t B, std::string_view who) {
+  check(opt.micro_batches >= 1 && B % opt.micro_batches == 0, who, ": micro_batches is ", opt.micro_batches,
+        ", expected a divisor of the batch of ", B, " sequences");
+  return B / opt.micro_batches;
+}
+
+// The step loop of both end-to-end trainers, step by step: the budget, the batch (uploaded to `tok`),
+// zero_grad, then for each of opt.micro_batches micro-batches k (rows k b .. (k + 1) b - 1, b = B / the
+// count) the trainer's forward and loss (`micro_loss(ids, rows, k)`, with `ids` the whole batch on the
+// host and `rows` the micro-batch's tokens on the backend; it leaves what backward needs), a check that
+// the loss is finite and the trainer's `micro_backward()`; the gradients scaled to the batch mean,
+// clipping and the AdamW step at the cosine schedule's rate; then the result's counts, a metrics record
+// with the tracker's bytes, the progress bar (`bar_label` and `loss_label` before the loss) and the
+// probe's cadence; at the end the training peak from `peak`. Fills every field of `res` but
+// declared_compute_bytes and batch_bytes.
+template <class Backend, class Student, class MicroLoss, class MicroBackward>
 void step_loop(Student& student, const data::batch_loader& loader, index_t B, index_t T, const e2e_loop_options& opt,
                metrics_writer* metrics, std::string_view who, const std::string& bar_label, const std::string& loss_label,
                double step_flops, const compute_peak<Backend>& peak, optim::adamw<Backend>& adam, buffer<Backend>& tok,
-               ForwardLoss&& forward_loss, Backward&& backward, e2e_result& res) {
+               MicroLoss&& micro_loss, MicroBackward&& micro_backward, e2e_result& res) {
   auto& be = student.backend();
   constexpr tier ct = Backend::memory_tier;
+  const index_t m = opt.micro_batches, b = micro_batch_rows(opt, B, who);
   // With a wall-clock budget the schedule is fitted, after a few steps, to the steps the budget allows.
   optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
   std::vector<std::int32_t> ids, targets;
@@ -203,10 +231,16 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
     be.from_host(tok.data(), ids.data(), tok.bytes());
     double loss = 0;
     try {
-      student.zero_grad();  // before the forward: a trainer may run backward for its first micro-batches there
-      loss = forward_loss(ids, tensor(tok.data(), dtype::i32, {B, T}));
-      check(std::isfinite(loss), "the loss is ", loss);
-      backward();
+      student.zero_grad();
+      for (index_t k = 0; k < m; ++k) {
+        const tensor rows(static_cast<std::int32_t*>(tok.data()) + k * b * T, dtype::i32, {b, T});
+        const double part = micro_loss(ids, rows, k);
+        check(std::isfinite(part), "the loss is ", part, m > 1 ? " in micro-batch " + std::to_string(k) : std::string());
+        micro_backward();
+        loss += part;
+      }
+      loss /= static_cast<double>(m);
+      if (m > 1) ops::scale(be, student.grads(), 1.0 / static_cast<double>(m));
       optim::clip_grad_norm(be, student.grads(), opt.clip);
       adam.step(student.grads(), sched.lr(s));
     } catch (const lwcl::error& e) {
@@ -262,11 +296,8 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   const bool hidden = opt.hidden_mse_weight > 0;
   check(!hidden || teacher.config().d_model == student.config().d_model, "train_e2e_kd: a hidden-state MSE needs equal "
         "widths, the teacher has ", teacher.config().d_model, " and the student ", student.config().d_model);
-  check(opt.micro_batches >= 1 && B % opt.micro_batches == 0, "train_e2e_kd: micro_batches is ", opt.micro_batches,
-        ", expected a divisor of the batch of ", B, " sequences");
-  const index_t V = student.config().vocab, m = opt.micro_batches, b = B / m;
-  const bool was_checkpointing = student.activation_checkpointing();
-  student.set_activation_checkpointing(opt.checkpoint_activations);
+  const index_t V = student.config().vocab, b = e2e_detail::micro_batch_rows(opt, B, "train_e2e_kd");
+  const e2e_detail::checkpointing_scope checkpointing(student, opt.checkpoint_activations);
   const e2e_detail::compute_peak<Backend> peak(teacher.resident_bytes() + student.resident_bytes());
   optim::adamw_config oc;
   oc.lr = opt.lr;
@@ -284,10 +315,8 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
   const double step_flops = static_cast<double>(B * T) * (prune::flops_per_token(teacher.config(), T) +
                                                           (opt.checkpoint_activations ? 4 : 3) *
                                                               prune::flops_per_token(student.config(), T));
-  // The loss of micro-batch k (rows k b .. (k + 1) b - 1 of the batch), its gradients left in dlogits
-  // (and dhidden) for backward_logits.
-  auto micro_loss = [&](const tensor& tokens, index_t k) {
-    const tensor rows(static_cast<std::int32_t*>(tokens.data) + k * b * T, dtype::i32, {b, T});
+  // The loss of a micro-batch, its gradients left in dlogits (and dhidden) for backward_logits.
+  auto micro_loss = [&](const std::vector<std::int32_t>&, const tensor& rows, index_t) {
     teacher.infer_logits(rows, tlogits.view(), hidden ? thidden.view() : tensor());
     const tensor slogits = student.forward_logits(rows);
     be.fill_zero(dlogits.view().data, dlogits.view().bytes());
@@ -300,28 +329,14 @@ e2e_result train_e2e_kd(model::transformer<Backend>& teacher, model::transformer
     return loss;
   };
   auto micro_backward = [&] { student.backward_logits(dlogits.view(), hidden ? dhidden.view() : tensor()); };
-  // Every micro-batch but the last runs its backward here; the last one's is `backward`.
-  auto forward_loss = [&](const std::vector<std::int32_t>&, const tensor& tokens) {
-    double loss = 0;
-    for (index_t k = 0; k < m; ++k) {
-      loss += micro_loss(tokens, k);
-      if (k + 1 < m) micro_backward();
-    }
-    return loss / static_cast<double>(m);
-  };
-  auto backward = [&] {
-    micro_backward();
-    if (m > 1) ops::scale(be, student.grads(), 1.0 / static_cast<double>(m));
-  };
   e2e_detail::step_loop(student, loader, B, T, opt, metrics, "train_e2e_kd", "e2e_kd", "kl", step_flops, peak,
-                        adam, tok, forward_loss, backward, res);
+                        adam, tok, micro_loss, micro_backward, res);
   res.declared_compute_bytes = teacher.parameter_bytes() + teacher.inference_bytes() + student.parameter_bytes() +
                                adam.state_bytes() + student.activation_bytes() + tlogits.view().bytes() +
                                dlogits.view().bytes() + scratch.view().bytes() + tok.bytes() +
                                (hidden ? thidden.view().bytes() + dhidden.view().bytes() : 0);
   res.batch_bytes = res.declared_compute_bytes - (teacher.parameter_bytes() + student.parameter_bytes() +
                                                   adam.state_bytes() + tok.bytes());
-  student.set_activation_checkpointing(was_checkpointing);
   return res;
 }
 

@@ -188,11 +188,10 @@ inline void efficiency_report(const std::string& base, const std::string& headin
   std::vector<std::string> notes;
   json sources = json::array();
   const std::vector<std::string> methods = {"pruned", "layerwise_no_curriculum", "lwcl", "e2e_kd"};
-  const std::vector<std::string> trained = {"lwcl", "layerwise_no_curriculum", "e2e_kd", "e2e_kd_checkpointed",
-                                            "e2e_kd_capped"};
   for (const auto& s : list) {
     const fs::path dir = fs::path(base) / s.name;
     const json rep = read_json(dir / "report.json");
+    const std::vector<std::string> trained = trained_methods(rep);
     const auto seeds_of = seed_reports(dir);
     sources.push_back((dir / "report.json").string());
     table t;

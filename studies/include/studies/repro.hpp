@@ -74,6 +74,16 @@ inline const json* method_of(const json& report, const std::string& name) {
   return nullptr;
 }
 
+// The methods of a report that trained (every one but the teacher and the pruned student), in its order.
+inline std::vector<std::string> trained_methods(const json& report) {
+  std::vector<std::string> names;
+  if (!report.contains("methods")) return names;
+  for (const auto& m : report.at("methods"))
+    if (m.contains("name") && m.at("name") != "teacher" && m.at("name") != "pruned")
+      names.push_back(m.at("name").get<std::string>());
+  return names;
+}
+
 // A figure of a method: mean and sample standard deviation over n seeds, whether the run had one seed
 // (a plain number) or several (the seeds' summary: {mean, sd, values}).
 struct stat {
