@@ -74,7 +74,8 @@ nlohmann::ordered_json config_json(const settings& st, const distill::budget& to
           {"feature_batches", o.feature_batches}, {"calib_batches", o.calib_batches},
           {"pool", st.pool},               {"curve_points", o.curve_points}, {"curve_pool", st.curve_pool},
           {"test_split", o.test_split},    {"seeds", o.seeds},  {"seed", o.seed},
-          {"warmup_steps", o.warmup_steps}, {"min_visit_steps", o.min_visit_steps}, {"budget_share", o.budget_share}};
+          {"warmup_steps", o.warmup_steps}, {"min_visit_steps", o.min_visit_steps}, {"budget_share", o.budget_share},
+          {"keep_optimizer_state", o.keep_optimizer_state}};
 }
 
 // Sentence embeddings (mean-pooled last hidden states, unit length) of each sequence, one forward of

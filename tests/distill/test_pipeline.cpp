@@ -816,3 +816,101 @@ TEST_CASE("pipeline: student features nothing will read again are released: fron
     else CHECK(cache == doctest::Approx(teacher_bytes * 6 / 5));
   }
 }
+
+TEST_CASE("kept_optimizer: a segment's AdamW state kept by its layers, in the tracker's host bytes, dropped by an "
+          "overlapping segment, written and read back, a damaged file refused") {
+  setup su(dtype::f32, "lwcl_test_pipeline_kept_unit");
+  const auto st = su.pruned();
+  using seg_t = distill::segment_trainer<backend::cpu>;
+  const optim::adamw_config oc;
+  const index_t B = 2, T = 8, C = su.cfg.d_model;
+  std::vector<float> x(static_cast<std::size_t>(B * T * C)), y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+    y[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)));
+  }
+  seg_t a(su.be, st.config, 0, 1, st.layout, st.params, st.type, oc);
+  for (int k = 0; k < 3; ++k) a.step(tensor(x.data(), {B, T, C}), tensor(y.data(), {B, T, C}), 1e-3);
+  const std::size_t host_before = memory().current(tier::host);
+  {
+    distill::kept_optimizer kept;
+    kept.keep(a);
+    CHECK(kept.size() == 1);
+    CHECK(kept.bytes() == a.optimizer_state().size());
+    CHECK(memory().current(tier::host) == host_before + kept.bytes());
+    // A fresh segment of the same layers takes it up: the step count and the moments go on.
+    seg_t b(su.be, st.config, 0, 1, st.layout, st.params, st.type, oc);
+    kept.restore(b);
+    CHECK(b.steps() == 3);
+    CHECK(b.optimizer_state() == a.optimizer_state());
+    // One of other layers starts afresh.
+    seg_t other(su.be, st.config, 1, 2, st.layout, st.params, st.type, oc);
+    kept.restore(other);
+    CHECK(other.steps() == 0);
+    // Written and read back whole.
+    kept.keep(other);
+    CHECK(kept.size() == 2);
+    const auto file = su.dir / "optimizers.bin";
+    kept.save(file);
+    distill::kept_optimizer back;
+    back.load(file);
+    CHECK(back.size() == 2);
+    REQUIRE(back.find(0, 1) != nullptr);
+    CHECK(*back.find(0, 1) == *kept.find(0, 1));
+    // A segment over layers [0, 2) changes both: their states go, its own stays.
+    seg_t wide(su.be, st.config, 0, 2, st.layout, st.params, st.type, oc);
+    kept.keep(wide);
+    CHECK(kept.size() == 1);
+    CHECK(kept.find(0, 1) == nullptr);
+    CHECK(kept.find(1, 2) == nullptr);
+    CHECK(kept.find(0, 2) != nullptr);
+    // A damaged file changes nothing.
+    std::string bytes = read_text(file);
+    write_file_atomic(su.dir / "short.bin", std::string_view(bytes).substr(0, bytes.size() - 5));
+    CHECK_THROWS_WITH_AS(back.load(su.dir / "short.bin"), doctest::Contains("ends inside entry 1"), lwcl::error);
+    CHECK(back.size() == 2);
+    write_file_atomic(su.dir / "bad.bin", "not a state file at all");
+    CHECK_THROWS_WITH_AS(back.load(su.dir / "bad.bin"), doctest::Contains("is not a file of kept optimiser states"),
+                         lwcl::error);
+    // A state for other layers' sizes is refused by the segment (adamw's own check).
+    seg_t mismatch(su.be, st.config, 1, 2, st.layout, st.params, st.type, oc);
+    CHECK_THROWS_WITH_AS(mismatch.load_optimizer_state(*kept.find(0, 2)), doctest::Contains("elements"), lwcl::error);
+  }
+  CHECK(memory().current(tier::host) == host_before);  // released with it
+}
+
+TEST_CASE("pipeline: keep_optimizer_state: the first phase as without it, the second phase's visits go on from its "
+          "optimisers, a checkpoint holds them, a stopped run resumes bitwise") {
+  setup su(dtype::f32, "lwcl_test_pipeline_kept");
+  const data::batch_loader loader(*su.shard, 2, 8, 12);
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}));  // two_stage: 4 segments, twice
+  auto fresh_opts = quiet(32), kept_opts = quiet(32);
+  kept_opts.keep_optimizer_state = true;
+  auto fresh = su.pruned(), kept = su.pruned();
+  const auto rf = distill::make_pipeline(su.be, bundle, fresh_opts).run(su.source(), fresh, identity4, loader, su.dir / "fresh");
+  const auto rk = distill::make_pipeline(su.be, bundle, kept_opts).run(su.source(), kept, identity4, loader, su.dir / "kept");
+  REQUIRE(rf.visits.size() == 8);
+  REQUIRE(rk.visits.size() == 8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    // The same weights and inputs up to phase 1's first step; phase 0's optimisers all fresh.
+    if (i <= 4) CHECK(rk.visits[i].loss_first == rf.visits[i].loss_first);
+    if (i < 4) CHECK(rk.visits[i].loss_last == rf.visits[i].loss_last);
+  }
+  CHECK(rk.visits[4].loss_last != rf.visits[4].loss_last);  // phase 1's first visit goes on from phase 0's optimiser
+  CHECK(kept.params != fresh.params);
+  const auto config = nlohmann::json::parse(read_text(su.dir / "kept" / "config.json"));
+  CHECK(config.at("options").at("keep_optimizer_state") == true);
+  bool in_checkpoint = false;
+  for (const auto& e : fs::recursive_directory_iterator(su.dir / "kept" / "checkpoints"))
+    in_checkpoint = in_checkpoint || e.path().filename() == "optimizers.bin";
+  CHECK(in_checkpoint);
+  // Stopped anywhere (in phase 1 too, where the states are read back) and resumed: bitwise the same.
+  kept_opts.checkpoint_every = 3;
+  check_resume(su, bundle, kept_opts, loader, "kept_", 3, 83);
+  // A checkpoint made with the states kept is not resumed without them.
+  auto part = su.pruned();
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, fresh_opts).run(su.source(), part, identity4, loader,
+                                                                            su.dir / "kept"),
+                       doctest::Contains("was made with keep_optimizer_state = true"), lwcl::error);
+}

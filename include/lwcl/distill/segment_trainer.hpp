@@ -95,6 +95,12 @@ class segment_trainer {
     be_.from_host(params_.data(), p.data(), p.size());
   }
 
+  // The optimiser's state alone (step count, moments, bf16 master copy; adamw::save_state's bytes), and
+  // back into a segment of the same layers (checked): what a segment keeps across its visits
+  // (pipeline/kept_optimizer.hpp).
+  std::vector<char> optimizer_state() const { return opt_->save_state(); }
+  void load_optimizer_state(const std::vector<char>& state) { opt_->load_state(state); }
+
   // Quantisation-aware training from here on: every forward pass (forward, loss, compute_gradients, step)
   // sees each linear weight of the segment as dequantize(quantize_rtn(w)) under `f`, its scales found
   // from the current weights at every pass; gradients are taken there and applied to the f32 weights

@@ -58,9 +58,11 @@ struct options {
   // The dtype of every student's weights as written (f32, bf16 or f16).
   std::string save_dtype = "f32";
   // Each layer-wise visit's schedule (distill::pipeline_options): warm-up steps, the fewest steps a visit
-  // is planned with, and how the layer-wise budget is shared among the visits (equal or difficulty).
+  // is planned with, how the layer-wise budget is shared among the visits (equal or difficulty), and
+  // whether a segment's optimiser state is kept across its visits.
   long warmup_steps = 0, min_visit_steps = 1;
   std::string budget_share = "equal";
+  bool keep_optimizer_state = false;
 };
 
 // The name a --mc task file's scores go by (mc_<name>_acc, ...): its file name without the extension,
@@ -114,6 +116,8 @@ inline void add_recovery_options(CLI::App& app, options& o, const std::string& b
   app.add_option("--budget-share", o.budget_share, "layer-wise visits: the budget shared equally, or within each phase "
                  "in proportion to each segment's measured initial loss (difficulty)")
       ->check(CLI::IsMember({"equal", "difficulty"}));
+  app.add_flag("--keep-optimizer-state", o.keep_optimizer_state, "layer-wise visits: a segment's AdamW moments and step "
+               "count kept from one visit to its next (held in host memory), instead of a fresh AdamW every visit");
   app.add_option("--out", o.out, "run directory");
 }
 
@@ -164,11 +168,13 @@ inline pipeline_options recovery_options(budget total, double lr, index_t featur
   return po;
 }
 
-// The visits' schedule as the options say (--warmup-steps, --min-visit-steps, --budget-share).
+// The visits' schedule as the options say (--warmup-steps, --min-visit-steps, --budget-share,
+// --keep-optimizer-state).
 inline void visit_schedule_options(pipeline_options& po, const options& o) {
   po.warmup_steps = o.warmup_steps;
   po.min_visit_steps = o.min_visit_steps;
   po.share = distill::parse_budget_share(o.budget_share);
+  po.keep_optimizer_state = o.keep_optimizer_state;
 }
 
 // The same from the common options, with the visits' schedule and the student saved as they say

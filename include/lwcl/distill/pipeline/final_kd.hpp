@@ -22,6 +22,7 @@ template <class Backend, class CachePolicy, class Loss>
 void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Backend>& load_teacher) {
   const auto& opt = s.opt;
   timer t;
+  s.kept.clear();  // no visit follows: the segments' kept optimiser states are released before the teacher comes
   auto loaded = load_teacher();
   check(loaded != nullptr, "pipeline: the teacher source returned no model");
   auto* teacher = dynamic_cast<model::transformer<Backend>*>(loaded.get());

@@ -54,6 +54,10 @@ struct pipeline_options {
   long warmup_steps = 0;
   long min_visit_steps = 1;
   budget_share share = budget_share::equal;
+  // true: a segment's AdamW state (step count, moments) is kept when its visit ends and taken up again
+  // at its next visit of the same layers (pipeline/kept_optimizer.hpp), in host memory that counts; false:
+  // every visit starts a fresh AdamW.
+  bool keep_optimizer_state = false;
   bool progress_bar = true;
   std::FILE* log = stdout;
   long halt_after_steps = 0;               // > 0: throw pipeline_halted after that many segment steps (tests)

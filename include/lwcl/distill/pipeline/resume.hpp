@@ -2,8 +2,9 @@
 // Where a layer-wise run starts and how it leaves a point to resume from. start_or_resume opens the run
 // at its latest checkpoint (resume) or afresh; save_checkpoint writes one after every visit, every
 // checkpoint_every steps within a visit, and after the final KD stage. A run killed at any moment resumes
-// bitwise under step and token budgets: the student, the visit's segment and optimiser, the feature
-// versions, the totals, the measured segmentation inputs and metrics.jsonl all come back as they were.
+// bitwise under step and token budgets: the student, the visit's segment and optimiser (and the
+// segments' kept optimiser states), the feature versions, the totals, the measured segmentation inputs
+// and metrics.jsonl all come back as they were.
 
 #include <cstddef>
 #include <cstdio>
@@ -56,7 +57,9 @@ void save_checkpoint(run_state<Backend, CachePolicy, Loss>& s, const run_positio
   if (!s.measured.layer_difficulty.empty()) c.segmentation_inputs["layer_difficulty"] = s.measured.layer_difficulty;
   s.sf->save_versions(c.feature_versions);
   const auto name = checkpoint_name(s.res.segment_steps, at.phase, at.position);
-  write_checkpoint(s.checkpoints.start(name), c, s.st.params, seg);
+  const auto dir = s.checkpoints.start(name);
+  write_checkpoint(dir, c, s.st.params, seg);
+  if (s.opt.keep_optimizer_state) s.kept.save(dir / "optimizers.bin");
   s.checkpoints.commit(name);  // `latest`, written last; the newest two checkpoints remain
 }
 
@@ -78,6 +81,7 @@ std::optional<run_position> start_or_resume(run_state<Backend, CachePolicy, Loss
     s.partial = c.partial;
     s.peaks.staging = c.peak_staging_bytes;
     s.resumed_from = dir;
+    if (s.opt.keep_optimizer_state) s.kept.load(dir / "optimizers.bin");
     if (c.segmentation_inputs.contains("layer_difficulty"))
       s.measured.layer_difficulty = c.segmentation_inputs.at("layer_difficulty").get<std::vector<double>>();
     at = run_position{c.phase, c.position, c.visit_step, c.order, c.difficulty, c.kd_done};

@@ -85,9 +85,7 @@ class pipeline_run {
   }
 
   // ---- budget ----
-  double layerwise_seconds() const {
-    return opt_.total.amount * (sched_.has_final_kd() ? 1.0 - opt_.final_kd_share : 1.0);
-  }
+  double layerwise_seconds() const { return opt_.total.amount * (sched_.has_final_kd() ? 1.0 - opt_.final_kd_share : 1.0); }
 
   // ---- difficulty ----
   // Each segment's local loss on batch 0 before training, on the inputs its first step would read.
@@ -374,6 +372,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(state_type& s, std::size_t 
   oc.weight_decay = opt_.weight_decay;
   segment_type seg(be_, st_.config, sg.first, sg.last, st_.layout, st_.params, st_.type, oc, loss_, opt_.clip);
   if (opt_.fake_quant) seg.set_fake_quant(*opt_.fake_quant);
+  if (opt_.keep_optimizer_state) s.kept.restore(seg);  // a mid-visit checkpoint's state (next line) replaces it
   if (s0 > 0) read_segment_state(*s.resumed_from, seg, s0);
   optim::cosine_schedule lr_at{opt_.lr, opt_.min_lr, warmup_of(opt_, std::max(1L, lr_steps)), std::max(1L, lr_steps)};
   timer vt, estimate;  // vt restarts at each checkpoint; estimate times the visit's first steps
@@ -484,6 +483,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::finish_visit(state_type& s, visit
   if (rep.steps > 0) {  // a visit cut before its first step changed nothing
     seg.write_back(st_.layout, st_.params);
     s.sf->trained(rep.first, rep.last);  // the features above the segment are stale now
+    if (opt_.keep_optimizer_state) s.kept.keep(seg);
   }
   s.res.visits.push_back(rep);
   if (rep.steps > 0) probe_quality(s);

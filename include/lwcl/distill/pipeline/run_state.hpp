@@ -30,6 +30,7 @@
 #include "lwcl/distill/curve.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/distill/pipeline/feature_feed.hpp"
+#include "lwcl/distill/pipeline/kept_optimizer.hpp"
 #include "lwcl/distill/pipeline/options.hpp"
 #include "lwcl/distill/pipeline/result.hpp"
 #include "lwcl/distill/pipeline/schedule.hpp"
@@ -115,6 +116,7 @@ struct run_state {
   std::optional<student_features<Backend, store_type>> sf;
   metrics_writer metrics;
   std::unique_ptr<progress> bar;
+  kept_optimizer kept;  // the segments' optimiser states between their visits (opt.keep_optimizer_state)
 
   // What it measured and planned.
   segmentation_inputs measured;
