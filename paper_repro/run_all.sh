@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every table of paper_repro/ in full, or with --quick each in about a minute on small teachers.
 #   bash paper_repro/run_all.sh [--quick] [--teachers-only] [--only JOB,...] [--build DIR] [--corpus DIR]
-#                               [--data DIR] [--mc-items N] [--args JOB=ARGS]... [out]
+#                               [--data DIR] [--mc] [--mc-items N] [--args JOB=ARGS]... [out]
 # out: runs/paper_repro (runs/paper_repro_quick with --quick). JOB: a table's name below, or a program's
 # (pruning_methods: its three tables). --build DIR uses that build tree as it is (no install, no build);
 # --corpus and --data name the corpus (data/corpus) and where its tokenised forms and multiple-choice
-# tasks go (data); --mc-items: items a task (400; fewer for a small corpus); --args adds arguments to
+# tasks go (data); --mc: also score zero-shot multiple choice (left out by default: the teachers trained
+# here score at chance on it), --mc-items: items a task (400; fewer for a small corpus); --args adds arguments to
 # a job's program (e.g. --args 'efficiency_gpt2=--settings ratio0.5'). Stop it at any moment
 # (Ctrl-C, kill): it ends every process it started, and the same command started again resumes:
 # finished teachers and tables are not run again, and inside a table every finished seed of every
@@ -25,7 +26,7 @@
 #   processor 1: efficiency_bert, ablation, pruning_methods_qwen2
 set -euo pipefail
 cd "$(dirname "$0")/.."
-quick=0 teachers_only=0 only="" build="" corpus=data/corpus data=data mc_items=400 out=""
+quick=0 teachers_only=0 only="" build="" corpus=data/corpus data=data with_mc=0 mc_items=400 out=""
 declare -A job_args=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -35,11 +36,12 @@ while [ $# -gt 0 ]; do
     --build) build=${2:?run_all: --build needs a build tree}; shift ;;
     --corpus) corpus=${2:?run_all: --corpus needs a folder}; shift ;;
     --data) data=${2:?run_all: --data needs a folder}; shift ;;
+    --mc) with_mc=1 ;;
     --mc-items) mc_items=${2:?run_all: --mc-items needs a number}; shift ;;
     --args) [[ ${2:-} == ?*=* ]] || { echo "run_all: --args takes JOB=ARGUMENTS, got '${2:-}'" >&2; exit 2; }
             job_args[${2%%=*}]=${2#*=}; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "run_all: unknown option '$1' (expected --quick, --teachers-only, --only, --build, --corpus, --data, --mc-items, --args)" >&2
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "run_all: unknown option '$1' (expected --quick, --teachers-only, --only, --build, --corpus, --data, --mc, --mc-items, --args)" >&2
         exit 2 ;;
     *) [ -z "$out" ] || { echo "run_all: one output folder, got '$out' and '$1'" >&2; exit 2; }
        out=$1 ;;
@@ -149,7 +151,7 @@ prepare() {
 }
 prepare "$data/prepared"
 prepare "$data/prepared_kjv" --train-corpus kjv
-if [ ! -f "$data/mc/austen_next_sentence.test.jsonl" ]; then
+if [ $with_mc = 1 ] && [ ! -f "$data/mc/austen_next_sentence.test.jsonl" ]; then
   say "writing the multiple-choice tasks into $data/mc"
   python3 tools/make_mc_tasks.py --corpus "$corpus" --out "$data/mc" --items "$mc_items"
 fi
@@ -271,9 +273,10 @@ fi
 
 # ---- the tables -------------------------------------------------------------------------------------
 q=(); [ $quick = 1 ] && q=(--quick)
-# Zero-shot multiple choice on the test split's tasks (lm-eval's protocol), beside perplexity.
-mc=(--mc "$data/mc/kjv_next_verse.test.jsonl,$data/mc/austen_next_sentence.test.jsonl"
-    --mc-limit "$([ $quick = 1 ] && echo 10 || echo 100)")
+# With --mc: zero-shot multiple choice on the test split's tasks (lm-eval's protocol), beside perplexity.
+mc=()
+[ $with_mc = 0 ] || mc=(--mc "$data/mc/kjv_next_verse.test.jsonl,$data/mc/austen_next_sentence.test.jsonl"
+                        --mc-limit "$([ $quick = 1 ] && echo 10 || echo 100)")
 job_command() {  # job_command <job>: the program and its arguments, one per line
   local splits=(--eval-splits test.kjv,test.austen)
   case $1 in

@@ -11,7 +11,7 @@ if [ ! -f data/prepared/validation.bin ]; then
   [ -f data/corpus/manifest.json ] || tools/fetch_corpus.sh data/corpus
   build/host/experiments/prepare_data --corpus data/corpus --out data/prepared --vocab 1024
 fi
-# The zero-shot multiple-choice tasks every row is scored on (written once, fixed seed).
+# The zero-shot multiple-choice tasks (written once, fixed seed) for --mc; not scored by default.
 if [ ! -f data/mc/austen_next_sentence.validation.jsonl ]; then
   [ -f data/corpus/manifest.json ] || tools/fetch_corpus.sh data/corpus
   python3 tools/make_mc_tasks.py --corpus data/corpus --out data/mc
