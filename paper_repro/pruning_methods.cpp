@@ -2,20 +2,26 @@
 // families. Every criterion lwcl has, each with the allocation it is published with (FLAP: KV groups and
 // FFN channels ranked together across layers by parameter cost, with bias compensation; block influence:
 // whole layers; the rest: the same ratio in every layer, whole KV groups), cuts the deep llama and qwen2
-// teachers (8 layers, GQA) to 20%, 35% and 50% fewer parameters; each student is then left as it is,
-// recovered by end-to-end KD, and recovered by LWCL, the two under the same wall-clock budget. Reports
+// teachers (8 layers, GQA) to 20%, 35% and 50% fewer parameters; each student is left as it is, and the
+// students of the criteria that matter for recovery (--recover: random, the floor; Wanda-sp, the criterion
+// every other table prunes with; FLAP, published with its bias compensation; block influence, the one that
+// removes whole layers) are also recovered by end-to-end KD and by LWCL, the two under the same budget (60 s
+// each, 3 seeds). A recovery seed that trained fewer than --min-steps optimiser steps is marked in the
+// table's "short" column, never averaged in unseen. Reports
 // held-out perplexity on each sample of --eval-splits (test.kjv, test.austen: one corpus's test documents;
 // for a teacher trained on one corpus, prepare_data --train-corpus, the other is out of its domain), or
 // without them on the test split (every test document of both corpora), and each recovery's peak memory from the
 // tracker. Writes <out>/<teacher>/<criterion>_<fraction>/ (one comparison run directory each) and in
 // <out>/ table.md, table.csv and tables.json.
-//   pruning_methods [--quick] [--teachers DIR[@DATA],...] [--criteria a,b,...] [--fractions 0.2,0.35,0.5]
-//                   [--eval-splits test.kjv,test.austen] [--mc TASK.jsonl,... --mc-limit N]
+//   pruning_methods [--quick] [--teachers DIR[@DATA],...] [--criteria a,b,...] [--recover a,b,...]
+//                   [--fractions 0.2,0.35,0.5] [--min-steps N] [--eval-splits test.kjv,test.austen]
+//                   [--mc TASK.jsonl,... --mc-limit N]
 // With --mc, a second table per teacher holds every student's zero-shot multiple-choice accuracy.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,6 +39,9 @@ namespace fs = std::filesystem;
 namespace {
 
 using sample_list = std::vector<std::pair<std::string, std::string>>;  // (column key, split)
+// The criteria recovered by default: the floor, the criterion every other table prunes with, the published
+// method with bias compensation, and the one that removes whole layers.
+const std::string default_recover = "random,wanda_sp,flap,block_influence";
 const std::pair<const char*, const char*> methods[] = {{"pruned_", "no recovery"}, {"e2e_", "e2e KD"}, {"lwcl_", "LWCL"}};
 
 // The teacher's family (it names the table) and what it was trained on, from its model/ and the data's summary.json.
@@ -59,6 +68,9 @@ pr::table perplexity_table(const std::string& title, const sample_list& samples)
   t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
   t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
   t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
+  t.columns.push_back({"e2e_steps", "e2e steps", pr::unit::count});
+  t.columns.push_back({"lwcl_steps", "LWCL steps", pr::unit::count});
+  t.columns.push_back({"short", "short", pr::unit::text});
   return t;
 }
 
@@ -72,9 +84,29 @@ pr::table accuracy_table(const std::vector<std::string>& tasks) {
   return mc;
 }
 
+// A figure of a method per seed (one value for a single seed); empty when the method lacks it.
+std::vector<double> per_seed(const pr::json& m, const std::string& key) {
+  if (!m.contains(key)) return {};
+  const auto& v = m.at(key);
+  if (v.is_number()) return {v.get<double>()};
+  if (v.is_object() && v.contains("values")) return v.at("values").get<std::vector<double>>();
+  return {};
+}
+
+// The optimiser steps of a recovery in each seed: end-to-end KD's steps, LWCL's segment and KD steps.
+std::vector<double> steps_per_seed(const pr::json& m) {
+  auto steps = per_seed(m, "steps");
+  if (!steps.empty()) return steps;
+  steps = per_seed(m, "segment_steps");
+  const auto kd = per_seed(m, "kd_steps");
+  for (std::size_t i = 0; i < steps.size() && i < kd.size(); ++i) steps[i] += kd[i];
+  return steps;
+}
+
 // A cell's row of both tables from its report.json: every figure of the pruned, e2e_kd and lwcl methods
-// under the method's prefix.
-pr::json cell_row(const pr::json& rep, const sample_list& samples, const std::vector<std::string>& tasks) {
+// under the method's prefix; each recovery's steps (mean over the seeds) and, in "short", the seeds of
+// each that trained fewer than min_steps steps ("e2e 1/3, LWCL 2/3"; "-" when none did).
+pr::json cell_row(const pr::json& rep, const sample_list& samples, const std::vector<std::string>& tasks, long min_steps) {
   pr::json row = pr::json::object();
   const auto copy = [&](const char* method, const std::string& key, const std::string& as) {
     if (const auto* m = pr::method_of(rep, method); m && m->contains(key)) row[as] = m->at(key);
@@ -88,6 +120,23 @@ pr::json cell_row(const pr::json& rep, const sample_list& samples, const std::ve
     copy("e2e_kd", key, "e2e_" + key);
     copy("lwcl", key, "lwcl_" + key);
   }
+  std::string marks;
+  for (const auto& [method, label, as] : {std::tuple{"e2e_kd", "e2e", "e2e_steps"}, std::tuple{"lwcl", "LWCL", "lwcl_steps"}}) {
+    const auto* m = pr::method_of(rep, method);
+    if (!m) continue;
+    const auto steps = steps_per_seed(*m);
+    if (steps.empty()) continue;
+    double sum = 0;
+    int short_seeds = 0;
+    for (const double n : steps) {
+      sum += n;
+      short_seeds += n < static_cast<double>(min_steps) ? 1 : 0;
+    }
+    row[as] = sum / static_cast<double>(steps.size());
+    if (short_seeds > 0)
+      marks += report::format("%s%s %d/%zu", marks.empty() ? "" : ", ", label, short_seeds, steps.size());
+  }
+  row["short"] = marks.empty() ? "-" : marks;
   return row;
 }
 
@@ -97,14 +146,16 @@ int main(int argc, char** argv) {
   const bool quick = pr::quick_requested(argc, argv);
   experiments::comparison cmp("pruning_methods", "paper_repro pruning_methods: every pruning criterion x {no recovery, "
                               "end-to-end KD, LWCL} at 20%, 35% and 50% of the parameters, under equal training time",
-                              quick ? "steps:8" : "10", "budget of each recovery: seconds (a plain number), steps:N or tokens:N");
+                              quick ? "steps:8" : "60", "budget of each recovery: seconds (a plain number), steps:N or tokens:N");
   auto& d = cmp.defaults();
   d.lr = 4e-3;
+  d.seeds = quick ? 1 : 3;
   d.test_split = true;
   d.eval_tokens = quick ? 4096 : 16384;  // quick: 32 windows of 128, the error batches' 2 x 16
   bool quick_flag = false;
   std::string teachers = "runs/teacher_deep_llama,runs/teacher_deep_qwen2", criteria,
-              fractions = quick ? "0.35" : "0.2,0.35,0.5";
+              recover = default_recover, fractions = quick ? "0.35" : "0.2,0.35,0.5";
+  long min_steps = 20;
   for (const auto c : pp::criteria) {
     if (!criteria.empty()) criteria += ",";
     criteria += c;
@@ -115,19 +166,27 @@ int main(int argc, char** argv) {
                        "--preset deep; each a table of its own), each DIR or DIR@DATA (the prepared data it was trained "
                        "on, when not --data)");
   cmp.cli().add_option("--criteria", criteria, std::string("pruning criteria, comma-separated, of: ") + pp::criterion_names);
+  cmp.cli().add_option("--recover", recover, "the criteria whose students are also recovered by end-to-end KD and "
+                       "LWCL, comma-separated (every criterion is scored without recovery)");
   cmp.cli().add_option("--fractions", fractions, "fractions of all parameters removed, comma-separated");
+  cmp.cli().add_option("--min-steps", min_steps, "a recovery seed that trained fewer optimiser steps is marked in the "
+                       "table's short column")->check(CLI::NonNegativeNumber);
   pr::add_efficiency_knobs(cmp.cli(), k);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
   // The --eval-splits samples are each corpus's test documents; the combined sample would repeat them.
   if (!cmp.opt().eval_splits.empty()) d.test_split = false;
 
   return lwcl::guard_main([&] {
-    const auto teacher_list = pr::split_list(teachers), criterion_list = pr::split_list(criteria);
+    const auto teacher_list = pr::split_list(teachers), criterion_list = pr::split_list(criteria),
+               recover_list = pr::split_list(recover);
     std::vector<double> fraction_list;
     for (const auto& f : pr::split_list(fractions))
       fraction_list.push_back(pr::parse_fraction(f, 0.9, "pruning_methods: --fractions"));
     for (const auto& c : criterion_list)
       check(pp::known_criterion(c), "pruning_methods: criterion '", c, "' is unknown (expected ", pp::criterion_names, ")");
+    for (const auto& c : recover_list)
+      check(std::find(criterion_list.begin(), criterion_list.end(), c) != criterion_list.end(), "pruning_methods: --recover "
+            "names '", c, "', which is not among the criteria of the run (", criteria, ")");
     check(!teacher_list.empty() && !criterion_list.empty() && !fraction_list.empty(),
           "pruning_methods: --teachers, --criteria and --fractions each need at least one entry");
     const std::string base = cmp.opt().out;
@@ -176,12 +235,15 @@ int main(int argc, char** argv) {
             return std::move(cut.student);
           });
           const pr::setting s{teacher_name + "/" + name, fraction, 0};
-          const int rc = pr::run_setting(cmp, base, s, [&] { pr::lwcl_and_e2e_kd(cmp, k); });
+          const bool recovered = std::find(recover_list.begin(), recover_list.end(), criterion) != recover_list.end();
+          const int rc = pr::run_setting(cmp, base, s, [&] {
+            if (recovered) pr::lwcl_and_e2e_kd(cmp, k);
+          });
           if (rc != 0) return rc;
           const fs::path dir = fs::path(base) / s.name;
           const pr::json rep = pr::read_json(dir / "report.json");
           sources.push_back((dir / "report.json").string());
-          const pr::json row = cell_row(rep, samples, tasks);
+          const pr::json row = cell_row(rep, samples, tasks, min_steps);
           t.add({report::format("%.0f%%", 100 * fraction), criterion}, row);
           if (tasks.empty()) continue;
           mc.add({report::format("%.0f%%", 100 * fraction), criterion}, row);
@@ -200,8 +262,13 @@ int main(int argc, char** argv) {
     }
     cmp.defaults().data = data;
     notes.push_back(report::format("(budget %s for each recovery; %d seed%s; criteria with their published allocation, "
-                                   "the group ratio searched for the parameter fraction; %s)", cmp.opt().budget.c_str(),
-                                   cmp.opt().seeds, cmp.opt().seeds == 1 ? "" : "s",
+                                   "the group ratio searched for the parameter fraction; recovered: %s%s, the rest scored "
+                                   "without recovery; short: the seeds of a recovery that trained fewer than %ld optimiser "
+                                   "steps, counted in its mean; %s)", cmp.opt().budget.c_str(),
+                                   cmp.opt().seeds, cmp.opt().seeds == 1 ? "" : "s", recover.c_str(),
+                                   recover == default_recover ? " (the floor, the criterion the other tables prune with, "
+                                   "the published method with bias compensation, and the one that removes whole layers)" : "",
+                                   min_steps,
                                    cmp.opt().test_split ? "test split: every test document of both corpora"
                                                         : "each sample: every test document of one corpus"));
     const pr::json extra = {{"machine", pr::machine()}, {"budget", cmp.opt().budget}, {"seeds", cmp.opt().seeds},

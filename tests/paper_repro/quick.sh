@@ -72,7 +72,8 @@ for prog in "${programs[@]}"; do
       teacher "$work/t_llama" llama "$work/data" --kv-heads 2
       teacher "$work/t_llama_a" llama "$work/data_a" --kv-heads 2
       "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
-        --fractions 0.35 --eval-splits test.a,test.b --out "$work/pruning_methods" > "$work/pruning_methods.txt" ;;
+        --fractions 0.35 --min-steps 10 --eval-splits test.a,test.b --out "$work/pruning_methods" \
+        > "$work/pruning_methods.txt" ;;
     ablation)
       [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
       "$p/ablation" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/ablation" \
@@ -198,12 +199,13 @@ for prog in programs:
         assert "trained on both corpora" in js["tables"][0]["title"] and "trained on a only" in js["tables"][2]["title"]
         crit = ["random", "magnitude_l1", "magnitude_l2", "wanda_sp", "wanda_sp_in_out", "flap", "flap_pooled", "taylor",
                 "activation", "block_influence"]
+        recovered = {"random", "wanda_sp", "flap", "block_influence"}  # the default --recover
         for t in js["tables"][1::2]:
             assert "multiple-choice accuracy" in t["title"], t["title"]
             assert re.search(r"6 items a task; teacher: mc_next_line [01]\.\d{3}\)", t["title"]), t["title"]
             assert [r["criterion"] for r in t["rows"]] == crit, t["rows"]
             for r in t["rows"]:
-                for m in ("pruned", "e2e", "lwcl"):
+                for m in ("pruned", "e2e", "lwcl") if r["criterion"] in recovered else ("pruned",):
                     assert 0 <= num(r, f"{m}_mc_mc_next_line_acc") <= 1, (r["criterion"], m)
         for t in js["tables"][0::2]:
             assert [r["criterion"] for r in t["rows"]] == crit, t["rows"]
@@ -215,9 +217,16 @@ for prog in programs:
                 assert abs(num(r, "removed_fraction") - 0.35) < tol, (r["criterion"], r["removed_fraction"])
                 for m in ("pruned", "e2e", "lwcl"):
                     for k in ("ppl_test_a", "ppl_test_b"):
-                        assert f"{m}_{k}" in r, (r["criterion"], m, k)
+                        # Every criterion without recovery; the recovered ones with both recoveries too.
+                        assert (f"{m}_{k}" in r) == (m == "pruned" or r["criterion"] in recovered), (r["criterion"], m, k)
                     # Each corpus's test documents are a column; the combined test sample would repeat them.
                     assert f"{m}_test_ppl" not in r, (r["criterion"], m)
+                # 8 steps each, under --min-steps 10: every recovery's one seed is marked short.
+                if r["criterion"] in recovered:
+                    assert num(r, "e2e_steps") == 8 and num(r, "lwcl_steps") == 8, r
+                    assert r["short"] == "e2e 1/1, LWCL 1/1", r["short"]
+                else:
+                    assert r["short"] == "-" and "e2e_steps" not in r, r
         # Every run is labelled with the criterion that pruned its student.
         rep = json.load(open(os.path.join(d, "t_llama", "flap_0.35", "report.json")))
         assert {m["name"]: m for m in rep["methods"]}["pruned"]["criterion"] == "flap"
