@@ -23,7 +23,7 @@
 # checkout on the same machine reuses them. Then the tables, in two queues, one per processor, each program
 # single-threaded on its own processor (OMP_NUM_THREADS=1, passive OpenMP waiting, taskset):
 #   processor 0: efficiency_gpt2, pruning_methods_llama, pruning_methods_llama_kjv
-#   processor 1: efficiency_bert, ablation, pruning_methods_qwen2
+#   processor 1: efficiency_bert, ablation, pruning_methods_qwen2, budget_scaling
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0 teachers_only=0 only="" build="" corpus=data/corpus data=data with_mc=0 mc_items=400 out=""
@@ -57,12 +57,14 @@ say() { echo "run_all ($(( (SECONDS - start) / 60 )) min): $*"; }
 
 # ---- the jobs: <name> <queue> <minutes single-threaded in the last full run> <program> <args...> ----------
 # (paper_repro/README.md: efficiency_gpt2 29.9 min, efficiency_bert 32.1, ablation 25.6, pruning_methods
-# 31.6-32.2 a teacher; the teachers about 35 minutes each.)
-all_jobs=(efficiency_gpt2 pruning_methods_llama pruning_methods_llama_kjv efficiency_bert ablation pruning_methods_qwen2)
+# 31.6-32.2 a teacher; the teachers about 35 minutes each; budget_scaling not run in full yet: 20 s x
+# (1 + 2 + 4 + 8) for each of 2 methods and 3 seeds, about 35 minutes.)
+all_jobs=(efficiency_gpt2 pruning_methods_llama pruning_methods_llama_kjv efficiency_bert ablation pruning_methods_qwen2
+          budget_scaling)
 declare -A job_queue=([efficiency_gpt2]=0 [pruning_methods_llama]=0 [pruning_methods_llama_kjv]=0
-                      [efficiency_bert]=1 [ablation]=1 [pruning_methods_qwen2]=1)
+                      [efficiency_bert]=1 [ablation]=1 [pruning_methods_qwen2]=1 [budget_scaling]=1)
 declare -A job_minutes=([efficiency_gpt2]=30 [pruning_methods_llama]=32 [pruning_methods_llama_kjv]=32
-                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=32)
+                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=32 [budget_scaling]=35)
 jobs=()
 if [ -z "$only" ]; then
   jobs=("${all_jobs[@]}")
@@ -85,7 +87,8 @@ for j in "${!job_args[@]}"; do
 done
 # The teachers each job needs (names of the list below).
 declare -A job_teachers=([efficiency_gpt2]=deep_gpt2 [ablation]=deep_gpt2 [pruning_methods_llama]=deep_llama
-                         [pruning_methods_llama_kjv]=deep_llama_kjv [pruning_methods_qwen2]=deep_qwen2 [efficiency_bert]="")
+                         [pruning_methods_llama_kjv]=deep_llama_kjv [pruning_methods_qwen2]=deep_qwen2 [efficiency_bert]=""
+                         [budget_scaling]=deep_gpt2)
 # <name> <family> <data folder> <queue>
 teachers=("deep_gpt2 gpt2 $data/prepared 0" "deep_llama llama $data/prepared 0" "deep_qwen2 qwen2 $data/prepared 1"
           "deep_llama_kjv llama $data/prepared_kjv 1")
@@ -289,6 +292,7 @@ job_command() {  # job_command <job>: the program and its arguments, one per lin
                              "${splits[@]}" "${mc[@]}" ;;
     efficiency_bert) printf '%s\n' "$p/efficiency_bert" "${q[@]}" --corpus "$corpus" ;;
     ablation) printf '%s\n' "$p/ablation" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" ;;
+    budget_scaling) printf '%s\n' "$p/budget_scaling" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" ;;
   esac
   # shellcheck disable=SC2086
   [ -z "${job_args[$1]:-}" ] || printf '%s\n' ${job_args[$1]}

@@ -9,7 +9,7 @@ set -euo pipefail
 build=$1 src=$2 work=$3
 shift 3
 programs=("$@")
-[ ${#programs[@]} -gt 0 ] || programs=(efficiency_gpt2 pruning_methods ablation efficiency_bert)
+[ ${#programs[@]} -gt 0 ] || programs=(efficiency_gpt2 pruning_methods ablation efficiency_bert budget_scaling)
 rm -rf "$work"
 mkdir -p "$work/corpus/docs"
 x=$build/experiments p=$build/paper_repro
@@ -91,6 +91,10 @@ for prog in "${programs[@]}"; do
         { echo "quick.sh: efficiency_bert ran its finished setting again" >&2; exit 1; }
       python3 -c 'import json, sys; a, b = (json.load(open(f))["tables"] for f in sys.argv[1:]); assert a == b' \
         "$work/efficiency_bert_first.json" "$work/efficiency_bert/tables.json" ;;
+    budget_scaling)
+      [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
+      "$p/budget_scaling" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/budget_scaling" \
+        > "$work/budget_scaling.txt" ;;
     *) echo "quick.sh: unknown program $prog" >&2; exit 2 ;;
   esac
 done
@@ -108,6 +112,8 @@ for prog in "${programs[@]}"; do
     ablation) expect_error "give steps:N or tokens:N" "$p/ablation" --quick --budget 10 --out "$work/e4"
               expect_error "part 'speed' is unknown" "$p/ablation" --quick --parts curriculum,speed --out "$work/e5" ;;
     efficiency_bert) expect_error "comes from --settings" "$p/efficiency_bert" --quick --ratio 0.3 ;;
+    budget_scaling) expect_error "expected multiples of the budget greater than 0" "$p/budget_scaling" --quick \
+                      --scales 1,0 --out "$work/e6" ;;
   esac
 done
 
@@ -167,6 +173,20 @@ for prog in programs:
         for r in t["rows"]:
             check_numbers(r)
     d = os.path.join(work, prog)
+    if prog == "budget_scaling":
+        # One table (ratio0.5), a row per budget and method, each budget its own runs over 2 seeds.
+        assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5"], js["tables"]
+        rows = js["tables"][0]["rows"]
+        assert [(r["budget"], r["method"]) for r in rows] == [("steps:8", "lwcl"), ("steps:8", "e2e_kd"),
+                                                               ("steps:16", "lwcl"), ("steps:16", "e2e_kd")], rows
+        for r in rows:
+            assert r["test_ppl"]["n"] == 2 and 0 < num(r, "top1_agreement") <= 1, r
+            assert num(r, "steps") == int(r["budget"].split(":")[1]), r
+        for scale, steps in (("x1", 8), ("x2", 16)):
+            cfg = json.load(open(os.path.join(d, "ratio0.5", scale, "seed_0", "config.json")))
+            assert cfg["budget"] == {"unit": "steps", "amount": steps}, cfg["budget"]
+        assert "end-to-end KD from 8 to 16 steps" in md and "LWCL " in md, md
+        png(os.path.join(d, "quality_vs_budget_ratio0.5.png"))
     if prog == "efficiency_gpt2":
         assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5", "ratio0.7", "depth0.5"], js["tables"]
         for t in js["tables"]:
