@@ -60,7 +60,7 @@ struct options {
   // Each layer-wise visit's schedule (distill::pipeline_options): warm-up steps, the fewest steps a visit
   // is planned with, how the layer-wise budget is shared among the visits (equal or difficulty), and
   // whether a segment's optimiser state is kept across its visits.
-  long warmup_steps = 0, min_visit_steps = 1;
+  long warmup_steps = 10, min_visit_steps = 1;
   std::string budget_share = "equal";
   bool keep_optimizer_state = false;
 };
@@ -109,7 +109,7 @@ inline void add_recovery_options(CLI::App& app, options& o, const std::string& b
                  "many points of every method's budget (and after every layer-wise visit); time to quality is read off "
                  "these curves (0: none)")->check(studies::non_negative);
   app.add_option("--warmup-steps", o.warmup_steps, "layer-wise visits: steps of a linear learning-rate warm-up at the "
-                 "start of every visit (at most half of it)")->check(studies::non_negative);
+                 "start of every visit (at most half of it; 0: none)")->check(studies::non_negative);
   app.add_option("--min-visit-steps", o.min_visit_steps, "layer-wise visits: the fewest steps a visit is planned with "
                  "(a steps budget too small is refused; under seconds a visit runs past its share to reach it)")
       ->check(studies::positive);

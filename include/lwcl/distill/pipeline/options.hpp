@@ -45,13 +45,14 @@ struct pipeline_options {
   std::optional<bool> upload_ahead;
   long max_visit_steps = 20000;            // the most steps a visit may take under a seconds budget
   // Each visit's schedule: a fresh AdamW whose learning rate rises linearly over the first warmup_steps
-  // steps (at most half the visit) and then decays by a cosine to min_lr at the visit's last step. Under
+  // steps (at most half the visit; 10 by default, chosen on validation over 0, 1, 3, 5 and 10 at 10 and 50
+  // steps a visit: experiments/results.md) and then decays by a cosine to min_lr at the visit's last step. Under
   // a steps or tokens budget the visit's length is known; under seconds it is planned from the first step
   // at the pace measured so far (the finished visits', or the teacher pass's) and refitted after three
   // steps. No visit is planned with fewer than min_visit_steps steps (a steps budget too small for that
   // is refused; under seconds a visit runs past its deadline to reach it). `share` splits the layer-wise
   // budget among the visits: equally, or within each phase by the segments' measured difficulty.
-  long warmup_steps = 0;
+  long warmup_steps = 10;
   long min_visit_steps = 1;
   budget_share share = budget_share::equal;
   // true: a segment's AdamW state (step count, moments) is kept when its visit ends and taken up again
