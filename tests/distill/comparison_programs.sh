@@ -84,6 +84,8 @@ rep, cfg, m = load("qs")
 assert list(m) == ["teacher", "pruned", "lwcl", "layerwise_no_curriculum", "e2e_kd", "e2e_kd_cached", "lwcl_distinct"], list(m)
 assert cfg["budget"] == {"unit": "steps", "amount": 24.0} and cfg["skip_no_curriculum"] is False, cfg
 assert cfg["same_data"] is True, cfg
+# List options as lists: none given is [] (no multiple choice by default), one given is one entry.
+assert cfg["eval_splits"] == [] and cfg["mc"] == [], (cfg["eval_splits"], cfg["mc"])
 assert m["lwcl"]["segment_steps"] == 24 and m["e2e_kd"]["steps"] == 24, (m["lwcl"]["segment_steps"], m["e2e_kd"]["steps"])
 # The same data both ways: LWCL's 8 visits of 3 steps cycle over the 3 cached batches, end-to-end KD sees
 # 24 fresh ones; e2e_kd_cached cycles over the 3, lwcl_distinct reads 24 batches, one a step.
@@ -206,6 +208,8 @@ assert first_loss("kde") != first_loss("kd"), (first_loss("kde"), first_loss("kd
 # Depth halved: block influence keeps 2 of the 4 teacher layers, the layer map says which teacher layers
 # each student layer replaces, and the cumulative error is read at the student's 2 boundaries.
 drep = json.load(open(os.path.join(work, "depth", "report.json")))
+dcfg = json.load(open(os.path.join(work, "depth", "config.json")))
+assert len(dcfg["mc"]) == 1 and dcfg["mc"][0].endswith("tests/data/mc/items.jsonl"), dcfg["mc"]
 dm = {x["name"]: x for x in drep["methods"]}
 assert dm["pruned"]["layers"] == 2 and drep["student_parameters"] < drep["teacher_parameters"], dm["pruned"]
 b = dm["pruned"]["boundaries"]

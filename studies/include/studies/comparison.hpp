@@ -130,6 +130,23 @@ inline nlohmann::ordered_json option_value(const std::string& text) {
   return text;
 }
 
+// The values of a list option's default as CLI11 writes it ("[a,b]", "[]" for none; a lone value bare).
+inline std::vector<std::string> default_values(const std::string& text) {
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']') return {text};
+  std::vector<std::string> out;
+  std::string item;
+  for (const char ch : text.substr(1, text.size() - 2)) {
+    if (ch != ',') {
+      item += ch;
+      continue;
+    }
+    out.push_back(item);
+    item.clear();
+  }
+  if (!item.empty() || !out.empty()) out.push_back(item);
+  return out;
+}
+
 // A plot the program asked for (comparison::plot).
 struct plot_request {
   std::string file, title, x_key, y_key, group_key;

@@ -23,8 +23,11 @@ nlohmann::ordered_json comparison<Backend, Criterion>::config_json() const {
       continue;
     }
     std::vector<std::string> values = o->results();
-    if (values.empty() && !o->get_default_str().empty()) values = {o->get_default_str()};
-    if (o->get_expected_max() > 1) {
+    const bool list = o->get_expected_max() > 1;
+    if (values.empty() && !o->get_default_str().empty())
+      values = list ? comparison_detail::default_values(o->get_default_str())
+                    : std::vector<std::string>{o->get_default_str()};
+    if (list) {
       auto a = nlohmann::ordered_json::array();
       for (const auto& v : values) a.push_back(comparison_detail::option_value(v));
       c[key] = a;
