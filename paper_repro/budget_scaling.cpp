@@ -12,7 +12,6 @@
 //   budget_scaling [--quick] [--settings ratio0.5] [--scales 1,2,4,8] [--budget 20] [comparison options]
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -78,30 +77,19 @@ int main(int argc, char** argv) {
   cmp.defaults().curve_points = quick ? 2 : 6;
   pr::efficiency_knobs k;
   bool quick_flag = false;
-  std::string settings = "ratio0.5", scales = quick ? "1,2" : "1,2,4,8";
+  std::string settings = "ratio0.5";
+  std::vector<double> scale_list = quick ? std::vector<double>{1, 2} : std::vector<double>{1, 2, 4, 8};
   cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: step budgets, 2 seeds, short samples");
   cmp.cli().add_option("--settings", settings, "the compression settings, comma-separated: ratio<r> (Wanda-sp on a "
                        "fraction r of every layer's heads and FFN channels) or depth<d> (block influence on a fraction d "
                        "of the layers)");
-  cmp.cli().add_option("--scales", scales, "multiples of --budget, comma-separated, each a run of its own");
+  cmp.cli().add_option("--scales", scale_list, "multiples of --budget, comma-separated, each a run of its own")
+      ->delimiter(',')->check(studies::positive);
   pr::add_efficiency_knobs(cmp.cli(), k);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   return lwcl::guard_main([&] {
     const auto list = pr::parse_settings(settings);
-    std::vector<double> scale_list;
-    for (const auto& s : pr::split_list(scales)) {
-      std::size_t used = 0;
-      double v = 0;
-      try {
-        v = std::stod(s, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      check(used == s.size() && v > 0 && std::isfinite(v), "budget_scaling: --scales holds '", s,
-            "', expected multiples of the budget greater than 0 (e.g. 1,2,4,8)");
-      scale_list.push_back(v);
-    }
     check(!scale_list.empty(), "budget_scaling: --scales needs at least one multiple");
     const std::string base = cmp.opt().out, base_budget = cmp.opt().budget;
     const auto unit = studies::budget_option(base_budget);

@@ -112,7 +112,7 @@ for prog in "${programs[@]}"; do
     ablation) expect_error "give steps:N or tokens:N" "$p/ablation" --quick --budget 10 --out "$work/e4"
               expect_error "part 'speed' is unknown" "$p/ablation" --quick --parts curriculum,speed --out "$work/e5" ;;
     efficiency_bert) expect_error "comes from --settings" "$p/efficiency_bert" --quick --ratio 0.3 ;;
-    budget_scaling) expect_error "expected multiples of the budget greater than 0" "$p/budget_scaling" --quick \
+    budget_scaling) expect_bad_option "--scales: must be greater than 0 (got 0)" "$p/budget_scaling" --quick \
                       --scales 1,0 --out "$work/e6" ;;
   esac
 done
