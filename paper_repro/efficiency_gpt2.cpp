@@ -31,9 +31,7 @@ int main(int argc, char** argv) {
   bool quick_flag = false;
   std::string settings = "ratio0.5,ratio0.7,depth0.5";
   cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: small budgets, 2 seeds, short samples");
-  cmp.cli().add_option("--settings", settings, "the compression settings, comma-separated: ratio<r> (Wanda-sp on a "
-                       "fraction r of every layer's heads and FFN channels) or depth<d> (block influence on a fraction d "
-                       "of the layers)");
+  pr::add_settings_option(cmp.cli(), settings);
   pr::add_efficiency_knobs(cmp.cli(), k);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 

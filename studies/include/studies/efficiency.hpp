@@ -58,6 +58,12 @@ inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
                "LWCL's training peak (e2e_kd_capped)");
 }
 
+// --settings of a sweep over compression settings (parse_settings reads it).
+inline void add_settings_option(CLI::App& cli, std::string& settings) {
+  cli.add_option("--settings", settings, "the compression settings, comma-separated: ratio<r> (Wanda-sp on a fraction r "
+                 "of every layer's heads and FFN channels) or depth<d> (block influence on a fraction d of the layers)");
+}
+
 // End-to-end KD's options at the knobs' learning rate and hidden-state MSE weight, under --budget.
 template <class Comparison>
 distill::e2e_options e2e_options_at(const Comparison& cmp, const efficiency_knobs& k) {
