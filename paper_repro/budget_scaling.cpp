@@ -1,6 +1,6 @@
 // budget_scaling: LWCL against end-to-end KD as the budget grows. One pruned student (each --settings
-// entry: Wanda-sp on a fraction of every layer's heads and FFN channels, or block influence on a fraction
-// of the layers) is recovered by LWCL (the default bundle) and by end-to-end KD (at its tuned settings)
+// entry: Wanda-sp on a fraction of every layer's heads and FFN channels, block influence on a fraction of
+// the layers, or both joined by '+') is recovered by LWCL (the default bundle) and by end-to-end KD (at its tuned settings)
 // under --scales multiples of one base budget (--budget), each budget a run of its own over 3 seeds, not a
 // point read off one long run: LWCL plans its visits, and end-to-end KD its cosine, for the budget it is
 // given. Reports per setting, budget and method the test and validation perplexity, KL to the teacher,

@@ -9,6 +9,8 @@
 // (experiments/evidence.md): the layer-wise methods 4e-3, end-to-end KD 2e-3 with the hidden-state MSE.
 // Writes <out>/<setting>/ (each a comparison run directory, seed_*/ inside), and in <out>/ table.md,
 // table.csv, tables.json and per setting cumulative_error_, quality_vs_time_ and memory_over_time_<setting>.png.
+// --settings ratio0.7+depth0.5 is the teacher-heavy regime (run_all.sh's job teacher_heavy): half the layers
+// removed, then 70% of the width of those kept.
 //   efficiency_gpt2 [--quick] [--settings ratio0.5,ratio0.7,depth0.5] [comparison options]
 #include <cstdio>
 #include <string>

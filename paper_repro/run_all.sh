@@ -15,14 +15,15 @@
 # output in <out>/<job>.log, its tables in <out>/<job>/table.md.
 #
 # First: the dependencies, the build, the corpora (tokenised once: <data>/prepared with every corpus's
-# held-out documents apart, <data>/prepared_kjv whose training split is the King James Bible alone) and
-# the teachers (the deep gpt2, llama and qwen2 on both corpora and a deep llama on the Bible alone; with
-# --quick tiny ones of 40 steps in <out>/teachers). Tokenised corpora and teachers are also kept in a
+# held-out documents apart, <data>/prepared_kjv whose training split is the King James Bible alone, and for
+# the job deeper_teacher <data>/prepared_v8192 with an 8192-token vocabulary) and the teachers (the deep
+# gpt2, llama and qwen2 on both corpora, a deep llama on the Bible alone, and for deeper_teacher a 16-layer
+# gpt2 on 8192 tokens; with --quick tiny ones of 40 steps in <out>/teachers). Tokenised corpora and teachers are also kept in a
 # cache outside the work tree (${LWCL_CACHE_DIR:-~/.cache/lwcl}/prepared, .../teachers, keyed by the
 # data's hash, the family, the preset and the hash of the training or tokenising code), so that a fresh
 # checkout on the same machine reuses them. Then the tables, in two queues, one per processor, each program
 # single-threaded on its own processor (OMP_NUM_THREADS=1, passive OpenMP waiting, taskset):
-#   processor 0: efficiency_gpt2, pruning_methods_llama, pruning_methods_llama_kjv
+#   processor 0: efficiency_gpt2, teacher_heavy, pruning_methods_llama, pruning_methods_llama_kjv, deeper_teacher
 #   processor 1: efficiency_bert, ablation, pruning_methods_qwen2, budget_scaling
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
     --mc-items) mc_items=${2:?run_all: --mc-items needs a number}; shift ;;
     --args) [[ ${2:-} == ?*=* ]] || { echo "run_all: --args takes JOB=ARGUMENTS, got '${2:-}'" >&2; exit 2; }
             job_args[${2%%=*}]=${2#*=}; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run_all: unknown option '$1' (expected --quick, --teachers-only, --only, --build, --corpus, --data, --mc, --mc-items, --args)" >&2
         exit 2 ;;
     *) [ -z "$out" ] || { echo "run_all: one output folder, got '$out' and '$1'" >&2; exit 2; }
@@ -56,15 +57,20 @@ start=$SECONDS
 say() { echo "run_all ($(( (SECONDS - start) / 60 )) min): $*"; }
 
 # ---- the jobs: <name> <queue> <minutes single-threaded in the last full run> <program> <args...> ----------
-# (paper_repro/README.md: efficiency_gpt2 29.9 min, efficiency_bert 32.1, ablation 25.6, pruning_methods
+# (paper_repro/README.md: efficiency_gpt2 29.9 min without the memory-limited end-to-end runs (two more
+# methods: about 45), efficiency_bert 32.1, ablation 25.6, pruning_methods
 # 31.6-32.2 a teacher; the teachers about 35 minutes each; budget_scaling not run in full yet: 20 s x
-# (1 + 2 + 4 + 8) for each of 2 methods and 3 seeds, about 35 minutes.)
-all_jobs=(efficiency_gpt2 pruning_methods_llama pruning_methods_llama_kjv efficiency_bert ablation pruning_methods_qwen2
-          budget_scaling)
-declare -A job_queue=([efficiency_gpt2]=0 [pruning_methods_llama]=0 [pruning_methods_llama_kjv]=0
-                      [efficiency_bert]=1 [ablation]=1 [pruning_methods_qwen2]=1 [budget_scaling]=1)
-declare -A job_minutes=([efficiency_gpt2]=30 [pruning_methods_llama]=32 [pruning_methods_llama_kjv]=32
-                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=32 [budget_scaling]=35)
+# (1 + 2 + 4 + 8) for each of 2 methods and 3 seeds, about 35 minutes; teacher_heavy, efficiency_gpt2 at one
+# setting (70% width and half depth together), a third of efficiency_gpt2's; deeper_teacher, efficiency_gpt2 at
+# two settings on the 16-layer teacher, whose steps take about twice the deep teacher's: about 40 minutes.)
+all_jobs=(efficiency_gpt2 teacher_heavy pruning_methods_llama pruning_methods_llama_kjv efficiency_bert ablation pruning_methods_qwen2
+          budget_scaling deeper_teacher)
+declare -A job_queue=([efficiency_gpt2]=0 [teacher_heavy]=0 [pruning_methods_llama]=0 [pruning_methods_llama_kjv]=0
+                      [efficiency_bert]=1 [ablation]=1 [pruning_methods_qwen2]=1 [budget_scaling]=1
+                      [deeper_teacher]=0)
+declare -A job_minutes=([efficiency_gpt2]=45 [teacher_heavy]=15 [pruning_methods_llama]=32 [pruning_methods_llama_kjv]=32
+                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=32 [budget_scaling]=35
+                        [deeper_teacher]=40)
 jobs=()
 if [ -z "$only" ]; then
   jobs=("${all_jobs[@]}")
@@ -86,12 +92,15 @@ for j in "${!job_args[@]}"; do
   [[ " ${all_jobs[*]} " == *" $j "* ]] || { echo "run_all: --args names the job '$j' (expected one of ${all_jobs[*]})" >&2; exit 2; }
 done
 # The teachers each job needs (names of the list below).
-declare -A job_teachers=([efficiency_gpt2]=deep_gpt2 [ablation]=deep_gpt2 [pruning_methods_llama]=deep_llama
+declare -A job_teachers=([efficiency_gpt2]=deep_gpt2 [teacher_heavy]=deep_gpt2 [ablation]=deep_gpt2 [pruning_methods_llama]=deep_llama
                          [pruning_methods_llama_kjv]=deep_llama_kjv [pruning_methods_qwen2]=deep_qwen2 [efficiency_bert]=""
-                         [budget_scaling]=deep_gpt2)
-# <name> <family> <data folder> <queue>
+                         [budget_scaling]=deep_gpt2 [deeper_teacher]=deeper_gpt2)
+# <name> <family> <data folder> <queue> [layers: the preset's when not given]. The deeper teacher: the deep
+# preset at 16 layers on an 8192-token vocabulary (in quick mode the tiny one at 6 layers on the 1024-token one).
+deeper_data=$data/prepared_v8192
+[ $quick = 0 ] || deeper_data=$data/prepared
 teachers=("deep_gpt2 gpt2 $data/prepared 0" "deep_llama llama $data/prepared 0" "deep_qwen2 qwen2 $data/prepared 1"
-          "deep_llama_kjv llama $data/prepared_kjv 1")
+          "deep_llama_kjv llama $data/prepared_kjv 1" "deeper_gpt2 gpt2 $deeper_data 0 $([ $quick = 1 ] && echo 6 || echo 16)")
 
 # ---- every process this script starts in the background, ended with it (tools/bg_jobs.sh) -----------
 # shellcheck source=../tools/bg_jobs.sh
@@ -102,13 +111,13 @@ if [ -z "$build" ]; then
   tools/install_deps.sh --corpus --minilm
   cmake --preset host >/dev/null
   cmake --build --preset host -j"$(nproc)" --target prepare_data train_teacher efficiency_gpt2 efficiency_bert \
-    pruning_methods ablation
+    pruning_methods ablation budget_scaling
   build=build/host
 fi
 build=$(cd "$build" && pwd)
 x=$build/experiments p=$build/paper_repro
 for prog in "$x/prepare_data" "$x/train_teacher" "$p/efficiency_gpt2" "$p/efficiency_bert" "$p/pruning_methods" \
-            "$p/ablation"; do
+            "$p/ablation" "$p/budget_scaling"; do
   [ -x "$prog" ] || { echo "run_all: $prog is not built (cmake --build --preset host)" >&2; exit 2; }
 done
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }  # hash_of <files...>
@@ -133,10 +142,12 @@ into_cache() {
   mkdir -p "$(dirname "$2")" && rm -rf "$2.tmp.$$" && cp -a "$1" "$2.tmp.$$" && mv -T "$2.tmp.$$" "$2" 2>/dev/null ||
     rm -rf "$2.tmp.$$"
 }
-# prepare <folder> [prepare_data options]: tokenised once, through the cache.
+# prepare <folder> [prepare_data options]: tokenised once, through the cache (a vocabulary of 1024 tokens
+# unless the options give --vocab).
 prepare() {
-  local dir=$1 key entry
+  local dir=$1 key entry vocab=(--vocab 1024)
   shift
+  [[ " $* " != *" --vocab "* ]] || vocab=()
   [ -f "$dir/done.json" ] && return 0
   key=$(echo "$corpus_hash $* $data_code" | sha256sum | cut -c1-16)
   entry=$cache/prepared/$key
@@ -147,13 +158,17 @@ prepare() {
   fi
   say "tokenising the corpus into $dir ($*)"
   rm -rf "$dir"
-  in_background "$x/prepare_data" --corpus "$corpus" --out "$dir" --vocab 1024 "$@" > "$out/prepare_$(basename "$dir").log" 2>&1
+  in_background "$x/prepare_data" --corpus "$corpus" --out "$dir" "${vocab[@]}" "$@" > "$out/prepare_$(basename "$dir").log" 2>&1
   wait_for "$bg" || { echo "run_all: prepare_data for $dir failed, see $out/prepare_$(basename "$dir").log" >&2; exit 1; }
   echo "{\"corpus_hash\": \"$corpus_hash\", \"options\": \"$*\"}" > "$dir/done.json.tmp" && mv "$dir/done.json.tmp" "$dir/done.json"
   into_cache "$dir" "$entry"
 }
 prepare "$data/prepared"
 prepare "$data/prepared_kjv" --train-corpus kjv
+# The deeper teacher's corpus (8192 tokens), tokenised only when a job needs it.
+if [ $quick = 0 ] && { [[ " ${jobs[*]} " == *" deeper_teacher "* ]] || [ $teachers_only = 1 ]; }; then
+  prepare "$deeper_data" --vocab 8192
+fi
 if [ $with_mc = 1 ] && [ ! -f "$data/mc/austen_next_sentence.test.jsonl" ]; then
   say "writing the multiple-choice tasks into $data/mc"
   python3 tools/make_mc_tasks.py --corpus "$corpus" --out "$data/mc" --items "$mc_items"
@@ -164,24 +179,24 @@ needed_teachers=()
 for j in "${jobs[@]}"; do
   for t in ${job_teachers[$j]}; do [[ " ${needed_teachers[*]} " == *" $t "* ]] || needed_teachers+=("$t"); done
 done
-[ $teachers_only = 0 ] || needed_teachers=(deep_gpt2 deep_llama deep_qwen2 deep_llama_kjv)
+[ $teachers_only = 0 ] || needed_teachers=(deep_gpt2 deep_llama deep_qwen2 deep_llama_kjv deeper_gpt2)
 tdir() { if [ $quick = 1 ]; then echo "$out/teachers/$1"; else echo "runs/teacher_$1"; fi; }
-teacher_args() {  # teacher_args <family> <data>
-  if [ $quick = 1 ]; then echo "--data $2 --preset tiny --family $1 --steps 40 --quiet"
-  else echo "--data $2 --preset deep --family $1"; fi
+teacher_args() {  # teacher_args <family> <data> [layers: the preset's when not given]
+  if [ $quick = 1 ]; then echo "--data $2 --preset tiny --family $1 --steps 40 --quiet${3:+ --layers $3}"
+  else echo "--data $2 --preset deep --family $1${3:+ --layers $3}"; fi
 }
-# The cache entry of a teacher: its family, preset and steps, the data's hash and the training code.
-teacher_entry() {  # teacher_entry <family> <data>
-  echo "$cache/teachers/$(echo "$(teacher_args "$1" "$2" | sed "s|--data [^ ]*||") $(hash_of "$2/train.bin" "$2"/tokenizer/*) $train_code" |
+# The cache entry of a teacher: its family, preset, layers and steps, the data's hash and the training code.
+teacher_entry() {  # teacher_entry <family> <data> [layers]
+  echo "$cache/teachers/$(echo "$(teacher_args "$1" "$2" "${3:-}" | sed "s|--data [^ ]*||") $(hash_of "$2/train.bin" "$2"/tokenizer/*) $train_code" |
                            sha256sum | cut -c1-16)"
 }
-# train_one <queue> <name> <family> <data>: a teacher is finished when its report.json is there
+# train_one <queue> <name> <family> <data> [layers]: a teacher is finished when its report.json is there
 # (train_teacher writes it last); train_teacher resumes from its own checkpoints when restarted.
 train_one() {
-  local cpu=$1 name=$2 family=$3 tdata=$4 dir entry
+  local cpu=$1 name=$2 family=$3 tdata=$4 layers=${5:-} dir entry
   dir=$(tdir "$name")
   [ -f "$dir/report.json" ] && return 0
-  entry=$(teacher_entry "$family" "$tdata")
+  entry=$(teacher_entry "$family" "$tdata" "$layers")
   if [ -f "$entry/report.json" ]; then
     echo "teacher $name from the cache ($entry)"
     from_cache "$entry" "$dir"
@@ -189,19 +204,19 @@ train_one() {
   fi
   mkdir -p "$dir"
   # shellcheck disable=SC2046
-  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c "$cpu" "$x/train_teacher" $(teacher_args "$family" "$tdata") \
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c "$cpu" "$x/train_teacher" $(teacher_args "$family" "$tdata" "$layers") \
     --out "$dir" || { echo "run_all: teacher $name failed" >&2; return 1; }
   into_cache "$dir" "$entry"
 }
 tqueue() {  # tqueue <queue>: this queue's needed teachers, one after the other
   set +m
-  local q=$1 t name family tdata tq
+  local q=$1 t name family tdata tq layers
   for t in "${teachers[@]}"; do
-    read -r name family tdata tq <<<"$t"
+    read -r name family tdata tq layers <<<"$t"
     if [ "$(nproc)" -ge 2 ] && [ "$tq" != "$q" ]; then continue; fi  # on one processor, queue 0 has them all
     [[ " ${needed_teachers[*]} " == *" $name "* ]] || continue
     echo "teacher_$name" > "$out/.tqueue$q"
-    train_one "$q" "$name" "$family" "$tdata" >> "$out/teacher_$name.log" 2>&1 || return 1
+    train_one "$q" "$name" "$family" "$tdata" "$layers" >> "$out/teacher_$name.log" 2>&1 || return 1
   done
   echo done > "$out/.tqueue$q"
 }
@@ -283,7 +298,12 @@ mc=()
 job_command() {  # job_command <job>: the program and its arguments, one per line
   local splits=(--eval-splits test.kjv,test.austen)
   case $1 in
-    efficiency_gpt2) printf '%s\n' "$p/efficiency_gpt2" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" "${mc[@]}" ;;
+    # Both with end-to-end KD as a user short of memory runs it (checkpointed; micro-batches under LWCL's
+    # training peak): the equal-memory regime.
+    efficiency_gpt2) printf '%s\n' "$p/efficiency_gpt2" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" \
+                       --e2e-memory-limited "${mc[@]}" ;;
+    teacher_heavy) printf '%s\n' "$p/efficiency_gpt2" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" \
+                     --settings ratio0.7+depth0.5 --e2e-memory-limited "${mc[@]}" ;;
     pruning_methods_llama) printf '%s\n' "$p/pruning_methods" "${q[@]}" --teachers "$(tdir deep_llama)" --data "$data/prepared" \
                              "${splits[@]}" "${mc[@]}" ;;
     pruning_methods_llama_kjv) printf '%s\n' "$p/pruning_methods" "${q[@]}" --data "$data/prepared" \
@@ -293,6 +313,9 @@ job_command() {  # job_command <job>: the program and its arguments, one per lin
     efficiency_bert) printf '%s\n' "$p/efficiency_bert" "${q[@]}" --corpus "$corpus" ;;
     ablation) printf '%s\n' "$p/ablation" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" ;;
     budget_scaling) printf '%s\n' "$p/budget_scaling" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" ;;
+    # The regime of depth and a large vocabulary: the 16-layer teacher on 8192 tokens.
+    deeper_teacher) printf '%s\n' "$p/efficiency_gpt2" "${q[@]}" --teacher "$(tdir deeper_gpt2)" --data "$deeper_data" \
+                      --settings ratio0.5,depth0.5 ;;
   esac
   # shellcheck disable=SC2086
   [ -z "${job_args[$1]:-}" ] || printf '%s\n' ${job_args[$1]}

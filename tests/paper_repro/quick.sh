@@ -93,8 +93,9 @@ for prog in "${programs[@]}"; do
         "$work/efficiency_bert_first.json" "$work/efficiency_bert/tables.json" ;;
     budget_scaling)
       [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
-      "$p/budget_scaling" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/budget_scaling" \
-        > "$work/budget_scaling.txt" ;;
+      # A joined setting (half the layers removed, then half the width of those kept).
+      "$p/budget_scaling" --quick "${common[@]}" --teacher "$work/t_gpt2" --settings ratio0.5+depth0.5 \
+        --out "$work/budget_scaling" > "$work/budget_scaling.txt" ;;
     *) echo "quick.sh: unknown program $prog" >&2; exit 2 ;;
   esac
 done
@@ -104,7 +105,13 @@ source "$src/tests/support/expect_error.sh"
 for prog in "${programs[@]}"; do
   case $prog in
     efficiency_gpt2) expect_error "setting 'width0.5' is neither ratio<fraction> nor depth<fraction>" \
-                       "$p/efficiency_gpt2" --quick --settings width0.5 --out "$work/e1" ;;
+                       "$p/efficiency_gpt2" --quick --settings width0.5 --out "$work/e1"
+                     expect_error "setting 'ratio0.5+width0.5' has 'width0.5', which is neither" \
+                       "$p/efficiency_gpt2" --quick --settings ratio0.5,ratio0.5+width0.5 --out "$work/e1"
+                     expect_error "setting 'ratio0.5+ratio0.7' names ratio twice" \
+                       "$p/efficiency_gpt2" --quick --settings ratio0.5+ratio0.7 --out "$work/e1"
+                     expect_error "'0.9' is not a fraction in (0, 0.9)" \
+                       "$p/efficiency_gpt2" --quick --settings ratio0.5+depth0.9 --out "$work/e1" ;;
     pruning_methods) expect_error "criterion 'nope' is unknown" "$p/pruning_methods" --quick --criteria wanda_sp,nope \
                        --out "$work/e2"
                      expect_error "'1.5' is not a fraction in (0, 0.9)" "$p/pruning_methods" --quick --fractions 0.2,1.5 \
@@ -174,8 +181,8 @@ for prog in programs:
             check_numbers(r)
     d = os.path.join(work, prog)
     if prog == "budget_scaling":
-        # One table (ratio0.5), a row per budget and method, each budget its own runs over 2 seeds.
-        assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5"], js["tables"]
+        # One table (ratio0.5+depth0.5), a row per budget and method, each budget its own runs over 2 seeds.
+        assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5+depth0.5"], js["tables"]
         rows = js["tables"][0]["rows"]
         assert [(r["budget"], r["method"]) for r in rows] == [("steps:8", "lwcl"), ("steps:8", "e2e_kd"),
                                                                ("steps:16", "lwcl"), ("steps:16", "e2e_kd")], rows
@@ -183,10 +190,11 @@ for prog in programs:
             assert r["test_ppl"]["n"] == 2 and 0 < num(r, "top1_agreement") <= 1, r
             assert num(r, "steps") == int(r["budget"].split(":")[1]), r
         for scale, steps in (("x1", 8), ("x2", 16)):
-            cfg = json.load(open(os.path.join(d, "ratio0.5", scale, "seed_0", "config.json")))
+            cfg = json.load(open(os.path.join(d, "ratio0.5+depth0.5", scale, "seed_0", "config.json")))
             assert cfg["budget"] == {"unit": "steps", "amount": steps}, cfg["budget"]
+            assert (cfg["ratio"], cfg["depth"]) == (0.5, 0.5), (cfg["ratio"], cfg["depth"])
         assert "end-to-end KD from 8 to 16 steps" in md and "LWCL " in md, md
-        png(os.path.join(d, "quality_vs_budget_ratio0.5.png"))
+        png(os.path.join(d, "quality_vs_budget_ratio0.5+depth0.5.png"))
     if prog == "efficiency_gpt2":
         assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5", "ratio0.7", "depth0.5"], js["tables"]
         for t in js["tables"]:

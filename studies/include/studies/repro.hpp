@@ -485,16 +485,29 @@ struct setting {
   double ratio = 0, depth = 0;
 };
 
-// "ratio0.5,ratio0.7,depth0.5": ratio<r> prunes a fraction r of every layer's heads and FFN channels,
-// depth<d> removes a fraction d of the layers (block influence) and nothing of the width.
+// "ratio0.5,ratio0.7,depth0.5,ratio0.7+depth0.5": ratio<r> prunes a fraction r of every layer's heads and
+// FFN channels, depth<d> removes a fraction d of the layers (block influence; below 0.9), and the two
+// joined by '+' do both (the layers removed first, then the width of those kept).
 inline std::vector<setting> parse_settings(const std::string& text) {
   std::vector<setting> out;
   for (const auto& name : split_list(text)) {
     setting s;
     s.name = name;
-    const bool ratio = name.rfind("ratio", 0) == 0, depth = name.rfind("depth", 0) == 0;
-    check(ratio || depth, "paper_repro: setting '", name, "' is neither ratio<fraction> nor depth<fraction>");
-    (ratio ? s.ratio : s.depth) = parse_fraction(name.substr(5), 0.95, "paper_repro: setting '" + name + "'");
+    bool seen_ratio = false, seen_depth = false;
+    std::size_t from = 0;
+    while (from <= name.size()) {
+      const std::size_t plus = std::min(name.find('+', from), name.size());
+      const std::string part = name.substr(from, plus - from);
+      const bool ratio = part.rfind("ratio", 0) == 0, depth = part.rfind("depth", 0) == 0;
+      check(ratio || depth, "paper_repro: setting '", name, "'", part == name ? "" : " has '" + part + "', which",
+            " is neither ratio<fraction> nor depth<fraction> (or the two joined by '+')");
+      bool& seen = ratio ? seen_ratio : seen_depth;
+      check(!seen, "paper_repro: setting '", name, "' names ", ratio ? "ratio" : "depth", " twice");
+      seen = true;
+      (ratio ? s.ratio : s.depth) =
+          parse_fraction(part.substr(5), ratio ? 0.95 : 0.9, "paper_repro: setting '" + name + "'");
+      from = plus + 1;
+    }
     out.push_back(s);
   }
   check(!out.empty(), "paper_repro: no settings in '", text, "'");
