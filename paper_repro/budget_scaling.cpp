@@ -8,7 +8,9 @@
 // steps; notes LWCL's gap to end-to-end KD at each budget against the seeds' spread, and how much each
 // doubling still gained end-to-end KD (where its curve flattens). Writes <out>/<setting>/x<scale>/ (each a
 // comparison run directory with seed_*/ inside), and in <out>/ table.md, table.csv, tables.json and per
-// setting quality_vs_budget_<setting>.png (mean +- sd bands over the seeds).
+// setting quality_vs_budget_<setting>.png (mean +- sd bands over the seeds). --lwcl-kd-share S adds
+// lwcl_kd: LWCL whose curriculum closes with end-to-end logit KD on a share S of its budget (at --kd-lr),
+// the recipe for a budget long enough that matching boundary features stops paying.
 //   budget_scaling [--quick] [--settings ratio0.5] [--scales 1,2,4,8] [--budget 20] [comparison options]
 #include <cmath>
 #include <cstdio>
@@ -28,7 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const methods[] = {"lwcl", "e2e_kd"};
 
 // The budget `base` times `scale`, in the form --budget takes (unit:amount).
 std::string scaled_budget(const std::string& base, double scale) {
@@ -47,7 +48,8 @@ pr::table scaling_table(const std::string& title) {
                {"recovered_share", "recovered", pr::unit::ratio},
                {"peak_compute_bytes", "training peak MiB", pr::unit::mib},
                {"wall_seconds", "wall s", pr::unit::seconds},
-               {"steps", "steps", pr::unit::count, "segment_steps"}};
+               {"steps", "steps", pr::unit::count, "segment_steps"},
+               {"kd_steps", "closing KD steps", pr::unit::count}};
   return t;
 }
 
@@ -87,6 +89,8 @@ int main(int argc, char** argv) {
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   return lwcl::guard_main([&] {
+    std::vector<std::string> methods = {"lwcl", "e2e_kd"};
+    if (k.lwcl_kd_share > 0) methods.insert(methods.begin() + 1, "lwcl_kd");
     const auto list = pr::parse_settings(settings);
     check(!scale_list.empty(), "budget_scaling: --scales needs at least one multiple");
     const std::string base = cmp.opt().out, base_budget = cmp.opt().budget;
@@ -114,20 +118,24 @@ int main(int argc, char** argv) {
         const pr::json rep = pr::read_json(dir / "report.json");
         sources.push_back((dir / "report.json").string());
         budgets.push_back(unit.amount * scale);
-        for (const char* name : methods) {
+        for (const auto& name : methods) {
           const auto* m = pr::method_of(rep, name);
           test[name].push_back(m ? pr::figure(*m, "test_ppl") : std::nullopt);
           if (m) t.add({budget, name}, *m);
         }
-        // LWCL's gap to end-to-end KD at this budget, against the seeds' spread.
-        const auto& lw = test["lwcl"].back();
+        // Each layer-wise method's gap to end-to-end KD at this budget, against the seeds' spread.
         const auto& kd = test["e2e_kd"].back();
-        if (lw && kd)
-          notes.push_back(report::format("- %s at %s: test perplexity LWCL %.3f +- %.3f, end-to-end KD %.3f +- %.3f: LWCL "
-                                         "%s by %.3f (%s the larger sd)", s.name.c_str(), budget.c_str(), lw->mean, lw->sd,
-                                         kd->mean, kd->sd, lw->mean <= kd->mean ? "ahead" : "behind",
-                                         std::abs(lw->mean - kd->mean),
-                                         std::abs(lw->mean - kd->mean) > std::max(lw->sd, kd->sd) ? "more than" : "within"));
+        for (const auto& name : methods) {
+          if (name == "e2e_kd") continue;
+          const auto& lw = test[name].back();
+          const char* label = name == "lwcl" ? "LWCL" : "LWCL + closing KD";
+          if (lw && kd)
+            notes.push_back(report::format("- %s at %s: test perplexity %s %.3f +- %.3f, end-to-end KD %.3f +- %.3f: %s "
+                                           "%s by %.3f (%s the larger sd)", s.name.c_str(), budget.c_str(), label, lw->mean,
+                                           lw->sd, kd->mean, kd->sd, label, lw->mean <= kd->mean ? "ahead" : "behind",
+                                           std::abs(lw->mean - kd->mean),
+                                           std::abs(lw->mean - kd->mean) > std::max(lw->sd, kd->sd) ? "more than" : "within"));
+        }
       }
       // Where end-to-end KD's curve flattens: what each step up the budgets still gained it.
       const auto& kd = test["e2e_kd"];
@@ -140,7 +148,7 @@ int main(int argc, char** argv) {
       c.title = "test perplexity by budget, " + s.name + " (mean +- sd over seeds)";
       c.x_label = "budget (" + x_label + ")";
       c.y_label = "test perplexity";
-      for (const char* name : methods) c.lines.push_back(quality_line(name, budgets, test[name]));
+      for (const auto& name : methods) c.lines.push_back(quality_line(name, budgets, test[name]));
       report::write_png(c, fs::path(base) / ("quality_vs_budget_" + s.name + ".png"));
       tables.push_back(std::move(t));
     }

@@ -93,9 +93,10 @@ for prog in "${programs[@]}"; do
         "$work/efficiency_bert_first.json" "$work/efficiency_bert/tables.json" ;;
     budget_scaling)
       [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
-      # A joined setting (half the layers removed, then half the width of those kept).
+      # A joined setting (half the layers removed, then half the width of those kept), and LWCL closing
+      # with end-to-end KD on half its budget beside LWCL alone.
       "$p/budget_scaling" --quick "${common[@]}" --teacher "$work/t_gpt2" --settings ratio0.5+depth0.5 \
-        --out "$work/budget_scaling" > "$work/budget_scaling.txt" ;;
+        --lwcl-kd-share 0.5 --out "$work/budget_scaling" > "$work/budget_scaling.txt" ;;
     *) echo "quick.sh: unknown program $prog" >&2; exit 2 ;;
   esac
 done
@@ -184,16 +185,22 @@ for prog in programs:
         # One table (ratio0.5+depth0.5), a row per budget and method, each budget its own runs over 2 seeds.
         assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5+depth0.5"], js["tables"]
         rows = js["tables"][0]["rows"]
-        assert [(r["budget"], r["method"]) for r in rows] == [("steps:8", "lwcl"), ("steps:8", "e2e_kd"),
-                                                               ("steps:16", "lwcl"), ("steps:16", "e2e_kd")], rows
+        assert [(r["budget"], r["method"]) for r in rows] == [(b, m) for b in ("steps:8", "steps:16")
+                                                               for m in ("lwcl", "lwcl_kd", "e2e_kd")], rows
         for r in rows:
             assert r["test_ppl"]["n"] == 2 and 0 < num(r, "top1_agreement") <= 1, r
-            assert num(r, "steps") == int(r["budget"].split(":")[1]), r
+            budget = int(r["budget"].split(":")[1])
+            if r["method"] == "lwcl_kd":  # half the budget to the visits, half to the closing KD stage
+                assert num(r, "steps") == budget // 2 and num(r, "kd_steps") == budget // 2, r
+            else:
+                assert num(r, "steps") == budget, r
+            if r["method"] == "lwcl":
+                assert num(r, "kd_steps") == 0, r
         for scale, steps in (("x1", 8), ("x2", 16)):
             cfg = json.load(open(os.path.join(d, "ratio0.5+depth0.5", scale, "seed_0", "config.json")))
             assert cfg["budget"] == {"unit": "steps", "amount": steps}, cfg["budget"]
             assert (cfg["ratio"], cfg["depth"]) == (0.5, 0.5), (cfg["ratio"], cfg["depth"])
-        assert "end-to-end KD from 8 to 16 steps" in md and "LWCL " in md, md
+        assert "end-to-end KD from 8 to 16 steps" in md and "LWCL " in md and "LWCL + closing KD " in md, md
         png(os.path.join(d, "quality_vs_budget_ratio0.5+depth0.5.png"))
     if prog == "efficiency_gpt2":
         assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5", "ratio0.7", "depth0.5"], js["tables"]

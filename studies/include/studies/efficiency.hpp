@@ -17,6 +17,7 @@
 #include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "lwcl/policies/curriculum/two_stage.hpp"
 #include "lwcl/report/format.hpp"
 #include "studies/options.hpp"
 #include "studies/repro.hpp"
@@ -43,9 +44,12 @@ inline void efficiency_defaults(studies::options& d, const std::string& teacher,
 
 // End-to-end KD's settings, chosen on validation like the layer-wise rate (experiments/evidence.md);
 // memory_limited: also end-to-end KD as a user short of memory runs it (memory_limited_e2e).
+// lwcl_kd_share > 0: also "lwcl_kd", LWCL closing with end-to-end logit KD on that share of its budget
+// at kd_lr (experiments/evidence.md: 1e-3 on half the budget; the visits' rate throws the student off).
 struct efficiency_knobs {
   double e2e_lr = 2e-3, e2e_hidden_mse = 1;
   bool memory_limited = false;
+  double lwcl_kd_share = 0, kd_lr = 1e-3;
 };
 
 inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
@@ -53,6 +57,10 @@ inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
       ->check(studies::positive);
   cli.add_option("--e2e-hidden-mse", k.e2e_hidden_mse, "weight of end-to-end KD's last-hidden-state MSE term (0: logit "
                  "KD alone)")->check(studies::non_negative);
+  cli.add_option("--lwcl-kd-share", k.lwcl_kd_share, "also lwcl_kd: LWCL closing with end-to-end logit KD on this share "
+                 "of its budget (0: not run; the stage holds teacher and student, end-to-end KD's memory)")
+      ->check(CLI::Range(0.0, 0.95));
+  cli.add_option("--kd-lr", k.kd_lr, "lwcl_kd's closing stage: its peak learning rate")->check(studies::positive);
   cli.add_flag("--e2e-memory-limited", k.memory_limited, "also end-to-end KD as a user short of memory runs it: with "
                "activation checkpointing (e2e_kd_checkpointed), and in micro-batches with gradient accumulation under "
                "LWCL's training peak (e2e_kd_capped)");
@@ -113,18 +121,36 @@ void memory_limited_e2e(Comparison& cmp, const efficiency_knobs& k, const studie
                 report::human_bytes(capped.peak_compute_bytes).c_str(), report::human_bytes(cap).c_str());
 }
 
-// The two recoveries of a table that compares students: "lwcl" (the default bundle over the host
-// feature cache), then end-to-end KD at the knobs (e2e_kd_at), and with knobs.memory_limited the
-// memory-limited end-to-end runs (memory_limited_e2e).
+// With knobs.lwcl_kd_share > 0, "lwcl_kd": the default bundle whose two-stage curriculum closes with
+// end-to-end logit KD on that share of the budget, at knobs.kd_lr.
+// Returns its row, or nullptr when not asked for.
+template <class Comparison>
+studies::method_row* lwcl_kd_at(Comparison& cmp, const efficiency_knobs& k) {
+  if (k.lwcl_kd_share <= 0) return nullptr;
+  auto po = cmp.recovery_options();
+  po.final_kd_share = k.lwcl_kd_share;
+  po.kd_lr = k.kd_lr;
+  policies::curriculum::two_stage<> c;
+  c.final_kd = true;
+  auto& row = cmp.recover("lwcl_kd", po, slot<key::cache>(policies::cache::host{}), slot<key::curriculum>(c)).row;
+  row.details["final_kd_share"] = k.lwcl_kd_share;
+  row.details["kd_lr"] = k.kd_lr;
+  return &row;
+}
+
+// The recoveries of a table that compares students: "lwcl" (the default bundle over the host feature
+// cache), "lwcl_kd" where asked for (lwcl_kd_at), then end-to-end KD at the knobs (e2e_kd_at), and with
+// knobs.memory_limited the memory-limited end-to-end runs (memory_limited_e2e).
 template <class Comparison>
 void lwcl_and_e2e_kd(Comparison& cmp, const efficiency_knobs& k) {
   const auto& lwcl = cmp.recover("lwcl", cmp.recovery_options(), slot<key::cache>(policies::cache::host{})).row;
+  lwcl_kd_at(cmp, k);
   const auto& kd = e2e_kd_at(cmp, k);
   if (k.memory_limited) memory_limited_e2e(cmp, k, lwcl, kd);
 }
 
 // The methods of an efficiency run, in this order: lwcl, layerwise_no_curriculum (unless left out),
-// e2e_kd; then the time to e2e_kd's final quality (report.json's "summary").
+// lwcl_kd (where asked for), e2e_kd; then the time to e2e_kd's final quality (report.json's "summary").
 template <class Comparison>
 void efficiency_methods(Comparison& cmp, const efficiency_knobs& k, bool no_curriculum = true) {
   namespace cur = lwcl::policies::curriculum;
@@ -135,6 +161,7 @@ void efficiency_methods(Comparison& cmp, const efficiency_knobs& k, bool no_curr
                                      slot<key::cache>(policies::cache::host{}),
                                      slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}))
                              .row);
+  if (auto* with_kd = lwcl_kd_at(cmp, k)) layerwise.push_back(with_kd);
   auto& kd = e2e_kd_at(cmp, k);
   if (k.memory_limited) memory_limited_e2e(cmp, k, *layerwise.front(), kd);
   cmp.report()["summary"] = studies::time_to_target(cmp, kd, layerwise);
@@ -194,7 +221,7 @@ inline void efficiency_report(const std::string& base, const std::string& headin
   std::vector<table> tables;
   std::vector<std::string> notes;
   json sources = json::array();
-  const std::vector<std::string> methods = {"pruned", "layerwise_no_curriculum", "lwcl", "e2e_kd"};
+  const std::vector<std::string> methods = {"pruned", "layerwise_no_curriculum", "lwcl", "lwcl_kd", "e2e_kd"};
   for (const auto& s : list) {
     const fs::path dir = fs::path(base) / s.name;
     const json rep = read_json(dir / "report.json");
@@ -226,7 +253,7 @@ inline void efficiency_report(const std::string& base, const std::string& headin
     tables.push_back(t);
     // The claims: memory while training and time to equal quality against end-to-end KD.
     const auto* kd = method_of(rep, "e2e_kd");
-    for (const char* name : {"lwcl", "layerwise_no_curriculum"}) {
+    for (const char* name : {"lwcl", "layerwise_no_curriculum", "lwcl_kd"}) {
       const auto* m = method_of(rep, name);
       if (!m || !kd) continue;
       const json mr = method_with_reach(seeds_of, *m);
