@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,27 @@ TEST_CASE("progress closes an unfinished loop with a line showing where it stopp
   REQUIRE(lines.size() == 2);
   CHECK(starts_with(lines[0], "cache: 1/10 (10%) "));
   CHECK(starts_with(lines[1], "cache: 4/10 (40%) "));
+}
+
+TEST_CASE("progress after a resume estimates the time left from the units done since it started") {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  {
+    progress p("train", 2000, 0.0, f);
+    p.starts_at(1000);  // half done before this process
+    const timespec pause{0, 50'000'000};
+    nanosleep(&pause, nullptr);
+    p.update(1001);  // one unit in about 0.05 s: 999 left take about 50 s
+  }
+  const auto lines = lines_of(contents(f));
+  std::fclose(f);
+  REQUIRE(lines.size() == 1);
+  CHECK(starts_with(lines[0], "train: 1001/2000 (50%) "));
+  const auto at = lines[0].find(" eta ");
+  REQUIRE(at != std::string::npos);
+  const double eta = std::strtod(lines[0].c_str() + at + 5, nullptr);
+  // From all 1001 units the estimate would be about 0.05 s; from the one done since, 999 x 0.05 s or more.
+  CHECK(eta >= 40.0);
 }
 
 TEST_CASE("progress redraws a single line in place on a terminal") {

@@ -24,6 +24,10 @@ class progress {
   progress(const progress&) = delete;
   progress& operator=(const progress&) = delete;
 
+  // A loop that resumes: `done` units were complete before this bar started (a run restarted from its
+  // checkpoint), so the time left is estimated from the units done since, not from all of them.
+  void starts_at(long done) { base_ = done; }
+
   // Reports that `done` of `total` units are complete; `note` (e.g. "loss 3.21") is shown beside the bar.
   void update(long done, const std::string& note = {}) {
     done_ = done;
@@ -47,7 +51,8 @@ class progress {
     last_ = now;
     drawn_ = done_;
     const double frac = total_ > 0 ? static_cast<double>(done_) / static_cast<double>(total_) : 1.0;
-    const double eta = frac > 0 ? now * (1.0 - frac) / frac : 0.0;
+    const long since = done_ - base_;  // units done while this bar ran
+    const double eta = since > 0 ? now * static_cast<double>(total_ - done_) / static_cast<double>(since) : 0.0;
     if (tty_) {
       constexpr int width = 30;
       const int filled = static_cast<int>(frac * width);
@@ -70,6 +75,7 @@ class progress {
   timer clock_;
   double last_ = -1e30;
   long done_ = 0;
+  long base_ = 0;    // units complete before this bar started (starts_at)
   long drawn_ = -1;  // the `done` value the last line showed
   std::string note_;
   bool finished_ = false;

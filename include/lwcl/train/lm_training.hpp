@@ -322,7 +322,10 @@ lm_result train_lm(Backend& be, const lm_options& opt, const std::string& data_d
   const tensor tok(dtok.data(), dtype::i32, {opt.batch, opt.seq}), tgt(dtgt.data(), dtype::i32, {opt.batch, opt.seq});
   std::vector<std::int32_t> htok, htgt;
   std::unique_ptr<progress> bar;
-  if (hooks.progress_bar) bar = std::make_unique<progress>("train", opt.steps);
+  if (hooks.progress_bar) {
+    bar = std::make_unique<progress>("train", opt.steps);
+    bar->starts_at(step0);  // a resumed run: its time left from this process's steps
+  }
   timer clock;
   double smooth = 0, val = 0;
   res.first_step = step0 + 1;

@@ -170,7 +170,10 @@ pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_
   if (opt_.progress_bar) {
     const bool secs = s.seconds_budget();
     s.bar = std::make_unique<progress>("lwcl", secs ? static_cast<long>(opt_.total.amount) : s.plan.visit_total());
-    if (!secs) s.bar->update(s.res.segment_steps);
+    if (!secs) {
+      s.bar->starts_at(s.res.segment_steps);  // resumed: the time left from this process's steps
+      s.bar->update(s.res.segment_steps);
+    }
   }
 
   if (!at) probe_quality(s);  // the pruned student, at the teacher pass's cost
