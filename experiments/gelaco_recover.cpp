@@ -143,29 +143,30 @@ fs::path teacher_run_of(const std::vector<searched_student>& students) {
   return teacher_model.parent_path();
 }
 
-// Each student's perplexity before recovery, after LWCL and after end-to-end KD, with the peaks and times.
+// Each student's perplexity before recovery, after LWCL (and with_kd, after LWCL closing with end-to-end
+// KD: lwcl_kd) and after end-to-end KD, with the peaks and times.
 pr::table recovery_table(const std::string& of, const std::vector<searched_student>& students,
-                         const std::vector<pr::json>& reports) {
+                         const std::vector<pr::json>& reports, bool with_kd) {
+  std::vector<pr::method_columns> methods = {{"pruned", "pruned_", "no recovery"}, {"lwcl", "lwcl_", "LWCL"}};
+  if (with_kd) methods.push_back({"lwcl_kd", "lwcl_kd_", "LWCL+KD"});
+  methods.push_back({"e2e_kd", "e2e_", "e2e KD"});
   pr::table t;
   t.title = "students of " + of + ": held-out perplexity before and after recovery under equal training time";
   t.label_headers = {"removed", "student", "method", "search quality"};
   for (const auto& [key, split] : {std::pair{"val_ppl", "val"}, std::pair{"test_ppl", "test"}})
-    for (const auto& [prefix, stage] : {std::pair{"pruned_", "no recovery"}, std::pair{"lwcl_", "LWCL"},
-                                        std::pair{"e2e_", "e2e KD"}})
-      t.columns.push_back({prefix + std::string(key), std::string(stage) + " " + split, pr::unit::ppl});
-  t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
-  t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
-  t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
-  t.columns.push_back({"lwcl_wall_seconds", "LWCL s", pr::unit::seconds});
-  t.columns.push_back({"e2e_wall_seconds", "e2e s", pr::unit::seconds});
+    for (const auto& [name, prefix, label] : methods)
+      t.columns.push_back({prefix + std::string(key), label + " " + split, pr::unit::ppl});
+  pr::add_peak_columns(t, methods);
+  for (const auto& [name, prefix, label] : methods)
+    if (name != "pruned") t.columns.push_back({prefix + "wall_seconds", label + " s", pr::unit::seconds});
   for (std::size_t i = 0; i < students.size(); ++i) {
     const auto& st = students[i];
     pr::json row = pr::json::object();
-    for (const auto& [from, prefix] : {std::pair{"pruned", "pruned_"}, std::pair{"lwcl", "lwcl_"}, std::pair{"e2e_kd", "e2e_"}}) {
+    for (const auto& [from, prefix, label] : methods) {
       const auto* m = pr::method_of(reports[i], from);
       if (!m) continue;
       for (const char* key : {"val_ppl", "test_ppl", "peak_compute_bytes", "run_peak_total_bytes", "wall_seconds"})
-        if (m->contains(key)) row[std::string(prefix) + key] = m->at(key);
+        if (m->contains(key)) row[prefix + key] = m->at(key);
     }
     t.add({std::to_string(st.layers_removed), st.name, method_label(st.method), report::format("%.4f", st.quality)}, row);
   }
@@ -241,7 +242,7 @@ int main(int argc, char** argv) {
       sources.push_back(report.string());
     }
 
-    const pr::table t = recovery_table(search + " (teacher " + cmp.opt().teacher + ")", students, reports);
+    const pr::table t = recovery_table(search + " (teacher " + cmp.opt().teacher + ")", students, reports, k.lwcl_kd_share > 0);
     std::vector<std::string> notes = {report::format(
         "(budget %s for each recovery; %d seed%s, mean +- sd; LWCL: the default two-stage bundle through each student's "
         "layer map, learning rate %g; e2e KD: logit KL + %g x last-hidden MSE, learning rate %g; perplexity on %d "

@@ -1,17 +1,21 @@
 // budget_scaling: LWCL against end-to-end KD as the budget grows. One pruned student (each --settings
 // entry: Wanda-sp on a fraction of every layer's heads and FFN channels, block influence on a fraction of
-// the layers, or both joined by '+') is recovered by LWCL (the default bundle) and by end-to-end KD (at its tuned settings)
-// under --scales multiples of one base budget (--budget), each budget a run of its own over 3 seeds, not a
-// point read off one long run: LWCL plans its visits, and end-to-end KD its cosine, for the budget it is
-// given. Reports per setting, budget and method the test and validation perplexity, KL to the teacher,
+// the layers, or both joined by '+') is recovered by LWCL (the default bundle) and by end-to-end KD (at
+// its tuned settings) under --scales multiples of one base budget (--budget), each budget a run of its own
+// over 3 seeds, not a point read off one long run: LWCL plans its visits, and end-to-end KD its cosine, for
+// the budget it is given. Reports per setting, budget and method the test and validation perplexity, KL to the teacher,
 // top-1 agreement, the share of the pruning loss recovered, the training peak, wall seconds and optimiser
 // steps; notes LWCL's gap to end-to-end KD at each budget against the seeds' spread, and how much each
 // doubling still gained end-to-end KD (where its curve flattens). Writes <out>/<setting>/x<scale>/ (each a
 // comparison run directory with seed_*/ inside), and in <out>/ table.md, table.csv, tables.json and per
 // setting quality_vs_budget_<setting>.png (mean +- sd bands over the seeds). --lwcl-kd-share S adds
-// lwcl_kd: LWCL whose curriculum closes with end-to-end logit KD on a share S of its budget (at --kd-lr),
-// the recipe for a budget long enough that matching boundary features stops paying.
-//   budget_scaling [--quick] [--settings ratio0.5] [--scales 1,2,4,8] [--budget 20] [comparison options]
+// lwcl_kd: LWCL whose curriculum closes with end-to-end logit KD on a share S of its budget (at --kd-lr,
+// in --kd-micro-batches micro-batches), the recipe for a budget long enough that matching boundary
+// features stops paying. --lwcl-segment-layers 2,4 adds lwcl_seg2, lwcl_seg4: LWCL (the default
+// curriculum) on segments of that many layers, whose visits cost more a step and see more of the
+// cumulative error, the other recipe for a long budget.
+//   budget_scaling [--quick] [--settings ratio0.5] [--scales 1,2,4,8] [--budget 20] [--lwcl-kd-share S]
+//                  [--lwcl-segment-layers 2,4] [comparison options]
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -22,6 +26,7 @@
 #include "host_instances.hpp"
 #include "studies/efficiency.hpp"
 #include "lwcl/core/program.hpp"
+#include "lwcl/policies/segmentation/uniform.hpp"
 #include "lwcl/report/plot.hpp"
 
 using namespace lwcl;
@@ -29,7 +34,6 @@ namespace pr = lwcl::studies::repro;
 namespace fs = std::filesystem;
 
 namespace {
-
 
 // The budget `base` times `scale`, in the form --budget takes (unit:amount).
 std::string scaled_budget(const std::string& base, double scale) {
@@ -86,11 +90,24 @@ int main(int argc, char** argv) {
   cmp.cli().add_option("--scales", scale_list, "multiples of --budget, comma-separated, each a run of its own")
       ->delimiter(',')->check(studies::positive);
   pr::add_efficiency_knobs(cmp.cli(), k);
+  std::vector<long> segment_layers;
+  cmp.cli().add_option("--lwcl-segment-layers", segment_layers, "also LWCL on segments of this many layers (lwcl_seg<N>), "
+                       "comma-separated sizes above 1")->delimiter(',')->check(CLI::Range(2L, 64L));
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
 
   return lwcl::guard_main([&] {
     std::vector<std::string> methods = {"lwcl", "e2e_kd"};
     if (k.lwcl_kd_share > 0) methods.insert(methods.begin() + 1, "lwcl_kd");
+    for (const long n : segment_layers) methods.insert(methods.end() - 1, "lwcl_seg" + std::to_string(n));
+    // LWCL on segments of n layers, labelled uniform<n> in its config.json (the same segments).
+    const auto lwcl_segments = [&] {
+      for (const long n : segment_layers) {
+        auto po = cmp.recovery_options();
+        po.policy_labels["segmentation"] = "uniform<" + std::to_string(n) + ">";
+        cmp.recover("lwcl_seg" + std::to_string(n), po, slot<key::cache>(policies::cache::host{}),
+                    slot<key::segmentation>(policies::segmentation::sized{.layers = n}));
+      }
+    };
     const auto list = pr::parse_settings(settings);
     check(!scale_list.empty(), "budget_scaling: --scales needs at least one multiple");
     const std::string base = cmp.opt().out, base_budget = cmp.opt().budget;
@@ -111,7 +128,10 @@ int main(int argc, char** argv) {
         const pr::setting at{s.name + "/x" + report::format("%g", scale), s.ratio, s.depth};
         progress.begin(cell++, at.name + " (" + budget + ")");
         cmp.defaults().budget = budget;
-        const int rc = pr::run_setting(cmp, base, at, [&] { pr::lwcl_and_e2e_kd(cmp, k); });
+        const int rc = pr::run_setting(cmp, base, at, [&] {
+          pr::lwcl_and_e2e_kd(cmp, k);
+          lwcl_segments();
+        });
         cmp.defaults().budget = base_budget;
         if (rc != 0) return rc;
         const fs::path dir = fs::path(base) / at.name;
@@ -128,11 +148,13 @@ int main(int argc, char** argv) {
         for (const auto& name : methods) {
           if (name == "e2e_kd") continue;
           const auto& lw = test[name].back();
-          const char* label = name == "lwcl" ? "LWCL" : "LWCL + closing KD";
+          const std::string label = name == "lwcl"      ? "LWCL"
+                                    : name == "lwcl_kd" ? "LWCL + closing KD"
+                                                        : "LWCL on " + name.substr(8) + "-layer segments";
           if (lw && kd)
             notes.push_back(report::format("- %s at %s: test perplexity %s %.3f +- %.3f, end-to-end KD %.3f +- %.3f: %s "
-                                           "%s by %.3f (%s the larger sd)", s.name.c_str(), budget.c_str(), label, lw->mean,
-                                           lw->sd, kd->mean, kd->sd, label, lw->mean <= kd->mean ? "ahead" : "behind",
+                                           "%s by %.3f (%s the larger sd)", s.name.c_str(), budget.c_str(), label.c_str(), lw->mean,
+                                           lw->sd, kd->mean, kd->sd, label.c_str(), lw->mean <= kd->mean ? "ahead" : "behind",
                                            std::abs(lw->mean - kd->mean),
                                            std::abs(lw->mean - kd->mean) > std::max(lw->sd, kd->sd) ? "more than" : "within"));
         }

@@ -21,7 +21,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -42,7 +41,13 @@ using sample_list = std::vector<std::pair<std::string, std::string>>;  // (colum
 // The criteria recovered by default: the floor, the criterion every other table prunes with, the published
 // method with bias compensation, and the one that removes whole layers.
 const std::string default_recover = "random,wanda_sp,flap,block_influence";
-const std::pair<const char*, const char*> methods[] = {{"pruned_", "no recovery"}, {"e2e_", "e2e KD"}, {"lwcl_", "LWCL"}};
+// The methods of a cell; lwcl_kd with --lwcl-kd-share.
+using method_list = std::vector<pr::method_columns>;
+method_list cell_methods(bool with_kd) {
+  method_list m = {{"pruned", "pruned_", "no recovery"}, {"e2e_kd", "e2e_", "e2e KD"}, {"lwcl", "lwcl_", "LWCL"}};
+  if (with_kd) m.push_back({"lwcl_kd", "lwcl_kd_", "LWCL+KD"});
+  return m;
+}
 
 // The teacher's family (it names the table) and what it was trained on, from its model/ and the data's summary.json.
 std::string table_title(const std::string& teacher, const std::string& data) {
@@ -58,29 +63,27 @@ std::string table_title(const std::string& teacher, const std::string& data) {
 }
 
 // A teacher's perplexity table: the fraction removed, each method's perplexity on each sample, the peaks.
-pr::table perplexity_table(const std::string& title, const sample_list& samples) {
+pr::table perplexity_table(const std::string& title, const sample_list& samples, const method_list& methods) {
   pr::table t;
   t.title = title;
   t.label_headers = {"removed", "criterion"};
   t.columns = {{"removed_fraction", "params removed", pr::unit::ratio}};
   for (const auto& [key, split] : samples)
-    for (const auto& [prefix, method] : methods) t.columns.push_back({prefix + key, std::string(method) + " " + split, pr::unit::ppl});
-  t.columns.push_back({"e2e_peak_compute_bytes", "e2e peak MiB", pr::unit::mib});
-  t.columns.push_back({"lwcl_peak_compute_bytes", "LWCL peak MiB", pr::unit::mib});
-  t.columns.push_back({"lwcl_run_peak_total_bytes", "LWCL run + cache MiB", pr::unit::mib});
-  t.columns.push_back({"e2e_steps", "e2e steps", pr::unit::count});
-  t.columns.push_back({"lwcl_steps", "LWCL steps", pr::unit::count});
+    for (const auto& [name, prefix, label] : methods) t.columns.push_back({prefix + key, label + " " + split, pr::unit::ppl});
+  pr::add_peak_columns(t, methods);
+  for (const auto& [name, prefix, label] : methods)
+    if (name != "pruned") t.columns.push_back({prefix + "steps", label + " steps", pr::unit::count});
   t.columns.push_back({"short", "short", pr::unit::text});
   return t;
 }
 
 // With --mc: each task's accuracy (lm-eval's acc) of the same students.
-pr::table accuracy_table(const std::vector<std::string>& tasks) {
+pr::table accuracy_table(const std::vector<std::string>& tasks, const method_list& methods) {
   pr::table mc;
   mc.label_headers = {"removed", "criterion"};
   for (const auto& task : tasks)
-    for (const auto& [prefix, method] : methods)
-      mc.columns.push_back({prefix + ("mc_" + task + "_acc"), std::string(method) + " acc " + task, pr::unit::ratio});
+    for (const auto& [name, prefix, label] : methods)
+      mc.columns.push_back({prefix + ("mc_" + task + "_acc"), label + " acc " + task, pr::unit::ratio});
   return mc;
 }
 
@@ -103,10 +106,11 @@ std::vector<double> steps_per_seed(const pr::json& m) {
   return steps;
 }
 
-// A cell's row of both tables from its report.json: every figure of the pruned, e2e_kd and lwcl methods
-// under the method's prefix; each recovery's steps (mean over the seeds) and, in "short", the seeds of
-// each that trained fewer than min_steps steps ("e2e 1/3, LWCL 2/3"; "-" when none did).
-pr::json cell_row(const pr::json& rep, const sample_list& samples, const std::vector<std::string>& tasks, long min_steps) {
+// A cell's row of both tables from its report.json: every figure of each method under its prefix; each
+// recovery's steps (mean over the seeds) and, in "short", the seeds of each that trained fewer than
+// min_steps steps ("e2e KD 1/3, LWCL 2/3"; "-" when none did).
+pr::json cell_row(const pr::json& rep, const sample_list& samples, const std::vector<std::string>& tasks, long min_steps,
+                  const method_list& methods) {
   pr::json row = pr::json::object();
   const auto copy = [&](const char* method, const std::string& key, const std::string& as) {
     if (const auto* m = pr::method_of(rep, method); m && m->contains(key)) row[as] = m->at(key);
@@ -115,14 +119,13 @@ pr::json cell_row(const pr::json& rep, const sample_list& samples, const std::ve
   std::vector<std::string> keys = {"val_ppl", "peak_compute_bytes", "run_peak_total_bytes"};
   for (const auto& [key, split] : samples) keys.push_back(key);
   for (const auto& task : tasks) keys.push_back("mc_" + task + "_acc");
-  for (const auto& key : keys) {
-    copy("pruned", key, "pruned_" + key);
-    copy("e2e_kd", key, "e2e_" + key);
-    copy("lwcl", key, "lwcl_" + key);
-  }
+  for (const auto& key : keys)
+    for (const auto& [name, prefix, label] : methods) copy(name.c_str(), key, prefix + key);
   std::string marks;
-  for (const auto& [method, label, as] : {std::tuple{"e2e_kd", "e2e", "e2e_steps"}, std::tuple{"lwcl", "LWCL", "lwcl_steps"}}) {
-    const auto* m = pr::method_of(rep, method);
+  for (const auto& [name, prefix, label] : methods) {
+    if (name == "pruned") continue;
+    const std::string as = prefix + "steps";
+    const auto* m = pr::method_of(rep, name);
     if (!m) continue;
     const auto steps = steps_per_seed(*m);
     if (steps.empty()) continue;
@@ -134,7 +137,7 @@ pr::json cell_row(const pr::json& rep, const sample_list& samples, const std::ve
     }
     row[as] = sum / static_cast<double>(steps.size());
     if (short_seeds > 0)
-      marks += report::format("%s%s %d/%zu", marks.empty() ? "" : ", ", label, short_seeds, steps.size());
+      marks += report::format("%s%s %d/%zu", marks.empty() ? "" : ", ", label.c_str(), short_seeds, steps.size());
   }
   row["short"] = marks.empty() ? "-" : marks;
   return row;
@@ -190,6 +193,7 @@ int main(int argc, char** argv) {
     check(!teacher_list.empty() && !criterion_list.empty() && !fraction_list.empty(),
           "pruning_methods: --teachers, --criteria and --fractions each need at least one entry");
     const std::string base = cmp.opt().out;
+    const method_list methods = cell_methods(k.lwcl_kd_share > 0);
     const std::size_t cells = teacher_list.size() * criterion_list.size() * fraction_list.size();
     pr::sweep_progress progress("pruning_methods", std::vector<double>(cells, 1.0));
     std::vector<pr::table> tables;
@@ -211,9 +215,9 @@ int main(int argc, char** argv) {
       cmp.defaults().teacher = teacher;
       cmp.defaults().data = at == std::string::npos ? data : spec.substr(at + 1);
       // A teacher not trained yet is trained by the first run (its preset tiny).
-      pr::table t = perplexity_table(table_title(teacher, cmp.opt().data), samples);
+      pr::table t = perplexity_table(table_title(teacher, cmp.opt().data), samples, methods);
       const auto tasks = pr::mc_tasks(cmp.opt());
-      pr::table mc = accuracy_table(tasks);
+      pr::table mc = accuracy_table(tasks, methods);
       std::string teacher_acc;
       int mc_items = 0;
       const std::string teacher_name = fs::path(teacher).filename().string();
@@ -243,7 +247,7 @@ int main(int argc, char** argv) {
           const fs::path dir = fs::path(base) / s.name;
           const pr::json rep = pr::read_json(dir / "report.json");
           sources.push_back((dir / "report.json").string());
-          const pr::json row = cell_row(rep, samples, tasks, min_steps);
+          const pr::json row = cell_row(rep, samples, tasks, min_steps, methods);
           t.add({report::format("%.0f%%", 100 * fraction), criterion}, row);
           if (tasks.empty()) continue;
           mc.add({report::format("%.0f%%", 100 * fraction), criterion}, row);

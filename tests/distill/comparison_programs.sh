@@ -276,11 +276,16 @@ cp "$work/seeds/table.md" "$work/seeds_uninterrupted.md"
 rm "$work/seeds/report.json" "$work/seeds/seed_2/report.json"
 "$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds_resumed.txt"
 python3 - "$work/seeds/config.json" "$work/seeds/seed_0/config.json" <<'PY'
-import json, sys
+import json, os, sys
 src, dst = sys.argv[1], sys.argv[2]
 c = json.load(open(src))
 c["lr"] = c["lr"] * 2  # as if seed 0 had run with another learning rate
 json.dump(c, open(dst, "w"), indent=2)
+# Seed 1 as a build before --warmup-steps would have written it: the option, at its default here, is no change.
+one = os.path.join(os.path.dirname(os.path.dirname(dst)), "seed_1", "config.json")
+c = json.load(open(one))
+del c["warmup_steps"]
+json.dump(c, open(one, "w"), indent=2)
 PY
 "$x/quickstart" "${common[@]}" --budget steps:24 --skip-no-curriculum --seeds 3 --out "$work/seeds" > "$work/seeds_changed.txt"
 python3 - "$work" <<'PY'

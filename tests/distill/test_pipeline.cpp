@@ -476,6 +476,47 @@ TEST_CASE("pipeline: the quality curve, before the first visit, after every visi
   CHECK(eval_records == static_cast<long>(steps.size()));
 }
 
+TEST_CASE("pipeline: the final KD stage in micro-batches: the same student within rounding, a smaller KD peak (f64)") {
+  setup su(dtype::f64, "lwcl_test_pipeline_kd_micro");
+  const data::batch_loader loader(*su.shard, 4, 8, 5);
+  pol::curriculum::two_stage<> cur;
+  cur.final_kd = true;
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur));
+  const auto run = [&](index_t micro, const char* name) {
+    auto opts = quiet(40);
+    opts.final_kd_share = 0.25;
+    opts.kd_micro_batches = micro;
+    auto student = su.pruned();
+    const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, su.dir / name);
+    return std::pair{student, r};
+  };
+  const auto [whole, rw] = run(1, "whole");
+  const auto [split, rs] = run(4, "split");
+  MESSAGE("KD peak: one batch of 4 ", rw.kd_peak_compute_bytes, " B, four micro-batches of 1 ", rs.kd_peak_compute_bytes, " B");
+  REQUIRE(rw.kd_steps == 10);
+  CHECK(rs.kd_steps == rw.kd_steps);
+  CHECK(rs.segment_steps == rw.segment_steps);
+  REQUIRE(whole.params.size() == split.params.size());
+  double worst = 0, moved = 0;
+  const auto pruned = su.pruned();
+  for (std::size_t i = 0; i < whole.params.size(); ++i) {
+    worst = std::max(worst, std::abs(whole.params[i] - split.params[i]));
+    moved = std::max(moved, std::abs(whole.params[i] - pruned.params[i]));
+  }
+  CHECK(moved > 1e-3);    // the runs trained
+  CHECK(worst < 1e-10);   // f64: the accumulated gradients differ in their rounding only
+  CHECK(rs.kd_peak_compute_bytes < rw.kd_peak_compute_bytes);
+  CHECK(rs.peak_compute_bytes == rw.peak_compute_bytes);  // the visits as they were
+  const auto config = nlohmann::json::parse(read_text(su.dir / "split" / "config.json"));
+  CHECK(config.at("options").at("kd_micro_batches") == 4);
+
+  auto bad = quiet(40);
+  bad.kd_micro_batches = 3;
+  auto student = su.pruned();
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, bad).run(su.source(), student, identity4, loader, su.dir / "bad"),
+                       doctest::Contains("kd_micro_batches is 3, expected a divisor of the batch of 4 sequences"), lwcl::error);
+}
+
 TEST_CASE("pipeline: each visit restarts at cached batch 0, or, with running_batches, every step reads a batch of its own") {
   setup su(dtype::f32, "lwcl_test_pipeline_batches");
   const data::batch_loader loader(*su.shard, 2, 8, 77);

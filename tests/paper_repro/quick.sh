@@ -72,8 +72,8 @@ for prog in "${programs[@]}"; do
       teacher "$work/t_llama" llama "$work/data" --kv-heads 2
       teacher "$work/t_llama_a" llama "$work/data_a" --kv-heads 2
       "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
-        --fractions 0.35 --min-steps 10 --eval-splits test.a,test.b --out "$work/pruning_methods" \
-        > "$work/pruning_methods.txt" ;;
+        --fractions 0.35 --min-steps 20 --eval-splits test.a,test.b --budget steps:16 --lwcl-kd-share 0.5 --kd-micro-batches 2 \
+        --out "$work/pruning_methods" > "$work/pruning_methods.txt" ;;
     ablation)
       [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
       "$p/ablation" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/ablation" \
@@ -96,7 +96,7 @@ for prog in "${programs[@]}"; do
       # A joined setting (half the layers removed, then half the width of those kept), and LWCL closing
       # with end-to-end KD on half its budget beside LWCL alone.
       "$p/budget_scaling" --quick "${common[@]}" --teacher "$work/t_gpt2" --settings ratio0.5+depth0.5 \
-        --lwcl-kd-share 0.5 --out "$work/budget_scaling" > "$work/budget_scaling.txt" ;;
+        --lwcl-kd-share 0.5 --lwcl-segment-layers 2 --out "$work/budget_scaling" > "$work/budget_scaling.txt" ;;
     *) echo "quick.sh: unknown program $prog" >&2; exit 2 ;;
   esac
 done
@@ -186,7 +186,7 @@ for prog in programs:
         assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5+depth0.5"], js["tables"]
         rows = js["tables"][0]["rows"]
         assert [(r["budget"], r["method"]) for r in rows] == [(b, m) for b in ("steps:8", "steps:16")
-                                                               for m in ("lwcl", "lwcl_kd", "e2e_kd")], rows
+                                                               for m in ("lwcl", "lwcl_kd", "lwcl_seg2", "e2e_kd")], rows
         for r in rows:
             assert r["test_ppl"]["n"] == 2 and 0 < num(r, "top1_agreement") <= 1, r
             budget = int(r["budget"].split(":")[1])
@@ -200,7 +200,16 @@ for prog in programs:
             cfg = json.load(open(os.path.join(d, "ratio0.5+depth0.5", scale, "seed_0", "config.json")))
             assert cfg["budget"] == {"unit": "steps", "amount": steps}, cfg["budget"]
             assert (cfg["ratio"], cfg["depth"]) == (0.5, 0.5), (cfg["ratio"], cfg["depth"])
+            # lwcl_seg2 (--lwcl-segment-layers 2): the default curriculum on segments of 2 layers.
+            run = json.load(open(os.path.join(d, "ratio0.5+depth0.5", scale, "seed_0", "lwcl_seg2", "config.json")))
+            assert run["policies"]["segmentation"] == "uniform<2>", run["policies"]
+            plain = json.load(open(os.path.join(d, "ratio0.5+depth0.5", scale, "seed_0", "lwcl", "report.json")))
+            seg2 = json.load(open(os.path.join(d, "ratio0.5+depth0.5", scale, "seed_0", "lwcl_seg2", "report.json")))
+            widest = max(v["last"] - v["first"] for v in seg2["visits"])
+            assert widest == min(2, plain["visits"][-1]["last"]), seg2["visits"]
+            assert len(seg2["visits"]) < len(plain["visits"]), (seg2["visits"], plain["visits"])
         assert "end-to-end KD from 8 to 16 steps" in md and "LWCL " in md and "LWCL + closing KD " in md, md
+        assert "LWCL on 2-layer segments " in md, md
         png(os.path.join(d, "quality_vs_budget_ratio0.5+depth0.5.png"))
     if prog == "efficiency_gpt2":
         assert [t["title"].split(":")[0] for t in js["tables"]] == ["ratio0.5", "ratio0.7", "depth0.5"], js["tables"]
@@ -240,7 +249,7 @@ for prog in programs:
             assert re.search(r"6 items a task; teacher: mc_next_line [01]\.\d{3}\)", t["title"]), t["title"]
             assert [r["criterion"] for r in t["rows"]] == crit, t["rows"]
             for r in t["rows"]:
-                for m in ("pruned", "e2e", "lwcl") if r["criterion"] in recovered else ("pruned",):
+                for m in ("pruned", "e2e", "lwcl", "lwcl_kd") if r["criterion"] in recovered else ("pruned",):
                     assert 0 <= num(r, f"{m}_mc_mc_next_line_acc") <= 1, (r["criterion"], m)
         for t in js["tables"][0::2]:
             assert [r["criterion"] for r in t["rows"]] == crit, t["rows"]
@@ -250,16 +259,19 @@ for prog in programs:
                 # removes whole layers, each about a fifth of the parameters here).
                 tol = 0.15 if r["criterion"] == "block_influence" else 0.05
                 assert abs(num(r, "removed_fraction") - 0.35) < tol, (r["criterion"], r["removed_fraction"])
-                for m in ("pruned", "e2e", "lwcl"):
+                for m in ("pruned", "e2e", "lwcl", "lwcl_kd"):
                     for k in ("ppl_test_a", "ppl_test_b"):
                         # Every criterion without recovery; the recovered ones with both recoveries too.
                         assert (f"{m}_{k}" in r) == (m == "pruned" or r["criterion"] in recovered), (r["criterion"], m, k)
                     # Each corpus's test documents are a column; the combined test sample would repeat them.
                     assert f"{m}_test_ppl" not in r, (r["criterion"], m)
-                # 8 steps each, under --min-steps 10: every recovery's one seed is marked short.
+                # 16 steps each (lwcl_kd: 8 visits of one step, 8 closing KD steps), under --min-steps 20:
+                # every recovery's one seed is marked short.
                 if r["criterion"] in recovered:
-                    assert num(r, "e2e_steps") == 8 and num(r, "lwcl_steps") == 8, r
-                    assert r["short"] == "e2e 1/1, LWCL 1/1", r["short"]
+                    # lwcl_kd (--lwcl-kd-share): its segment and closing KD steps together.
+                    assert num(r, "e2e_steps") == 16 and num(r, "lwcl_steps") == 16 and num(r, "lwcl_kd_steps") == 16, r
+                    assert r["short"] == "e2e KD 1/1, LWCL 1/1, LWCL+KD 1/1", r["short"]
+                    assert num(r, "lwcl_kd_peak_compute_bytes") > num(r, "lwcl_peak_compute_bytes"), r
                 else:
                     assert r["short"] == "-" and "e2e_steps" not in r, r
         # Every run is labelled with the criterion that pruned its student.
@@ -267,6 +279,9 @@ for prog in programs:
         assert {m["name"]: m for m in rep["methods"]}["pruned"]["criterion"] == "flap"
         cfg = json.load(open(os.path.join(d, "t_llama", "flap_0.35", "lwcl", "config.json")))
         assert cfg["policies"]["pruning"] == "flap", cfg["policies"]
+        # lwcl_kd's closing stage ran in the micro-batches asked for.
+        cfg = json.load(open(os.path.join(d, "t_llama", "flap_0.35", "lwcl_kd", "config.json")))
+        assert cfg["options"]["kd_micro_batches"] == 2 and cfg["options"]["final_kd_share"] == 0.5, cfg["options"]
         rep = json.load(open(os.path.join(d, "t_llama", "block_influence_0.35", "report.json")))
         pruned = {m["name"]: m for m in rep["methods"]}["pruned"]
         assert pruned["layers"] < 4 and len(pruned["boundaries"]) == pruned["layers"] + 1, pruned

@@ -82,6 +82,19 @@ TEST_CASE("uniform<N> cuts N layers at a time, the last segment shorter") {
         policies::segment_stages{{{0, 3}, {3, 6}, {6, 7}}});
 }
 
+TEST_CASE("sized cuts as uniform<N> does, N a runtime number, and refuses a size below one layer") {
+  for (const index_t L : {1, 4, 5, 7, 16}) {
+    CAPTURE(L);
+    CHECK(seg::sized{.layers = 1}.segments(layers(L)) == seg::uniform<1>{}.segments(layers(L)));
+    CHECK(seg::sized{.layers = 2}.segments(layers(L)) == seg::uniform<2>{}.segments(layers(L)));
+    CHECK(seg::sized{.layers = 3}.segments(layers(L)) == seg::uniform<3>{}.segments(layers(L)));
+    CHECK(seg::sized{.layers = 4}.segments(layers(L)) == seg::uniform<4>{}.segments(layers(L)));
+  }
+  CHECK(seg::sized{.layers = 3}.segments(layers(7)) == segments{{0, 3}, {3, 6}, {6, 7}});
+  CHECK_THROWS_WITH_AS(seg::sized{.layers = 0}.segments(layers(4)),
+                       doctest::Contains("segment size is 0, expected at least 1 layer"), error);
+}
+
 TEST_CASE("explicit_boundaries cuts at the listed first layers") {
   CHECK(seg::explicit_boundaries{{2, 5}}.segments(layers(8)) == segments{{0, 2}, {2, 5}, {5, 8}});
   CHECK(seg::explicit_boundaries{{}}.segments(layers(3)) == segments{{0, 3}});

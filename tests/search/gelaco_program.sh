@@ -49,10 +49,12 @@ want=$(python3 -c "import json,sys; print(', '.join(map(str, json.load(open(sys.
 grep -qF "recover: layer map [$want]" "$work/recover.log" ||
   { echo "gelaco_program: recover did not take the layer map [$want] of summary.json" >&2; tail -20 "$work/recover.log" >&2; exit 1; }
 [ -s "$work/recovered/student/model.safetensors" ] || { echo "gelaco_program: recover wrote no student" >&2; exit 1; }
-# The search's students recovered by LWCL through their layer maps and by end-to-end KD, two seeds: the
-# table's rows and columns, every figure finite, each run on the student's own layer map; bad input named.
-"$x/gelaco_recover" --search "$work/ref" --students gelaco_remove2,shortgpt_remove2 --data "$work/data" --budget steps:4 \
-  --seeds 2 --batch 4 --seq 32 --feature-batches 2 --eval-tokens 500 --no-test-split > "$work/gr.log" 2>&1 ||
+# The search's students recovered by LWCL through their layer maps (also closing with end-to-end KD on
+# half its budget: lwcl_kd) and by end-to-end KD, two seeds: the table's rows and columns, every figure
+# finite, each run on the student's own layer map; bad input named.
+"$x/gelaco_recover" --search "$work/ref" --students gelaco_remove2,shortgpt_remove2 --data "$work/data" --budget steps:8 \
+  --seeds 2 --batch 4 --seq 32 --feature-batches 2 --eval-tokens 500 --no-test-split --lwcl-kd-share 0.5 \
+  > "$work/gr.log" 2>&1 ||
   { tail -30 "$work/gr.log" >&2; exit 1; }
 [ -s "$work/ref/recovery/perplexity.png" ] || { echo "gelaco_program: gelaco_recover wrote no perplexity.png" >&2; exit 1; }
 python3 - "$work/ref" <<'PY'
@@ -62,7 +64,8 @@ t = json.load(open(os.path.join(ref, "recovery", "tables.json")))
 rows = t["tables"][0]["rows"]
 assert [r["student"] for r in rows] == ["gelaco_remove2", "shortgpt_remove2"], rows
 for r in rows:
-    for k in ("pruned_val_ppl", "lwcl_val_ppl", "e2e_val_ppl", "lwcl_peak_compute_bytes", "e2e_peak_compute_bytes"):
+    for k in ("pruned_val_ppl", "lwcl_val_ppl", "lwcl_kd_val_ppl", "e2e_val_ppl", "lwcl_peak_compute_bytes",
+              "lwcl_kd_peak_compute_bytes", "e2e_peak_compute_bytes", "lwcl_kd_wall_seconds"):
         v = r[k]
         assert v["n"] == 2 and math.isfinite(v["mean"]) and math.isfinite(v["sd"]) and v["mean"] > 0, (r["student"], k, v)
     assert 1 < r["lwcl_val_ppl"]["mean"] < 1e4, r
@@ -71,7 +74,9 @@ for r in rows:
         rep = json.load(open(os.path.join(ref, "recovery", r["student"], "seed_%d" % seed, "report.json")))
         pruned = [m for m in rep["methods"] if m["name"] == "pruned"][0]
         assert pruned["boundaries"] == summ["boundaries"], (r["student"], pruned["boundaries"], summ["boundaries"])
-        assert {m["name"] for m in rep["methods"]} == {"teacher", "pruned", "lwcl", "e2e_kd"}, rep["methods"]
+        assert {m["name"] for m in rep["methods"]} == {"teacher", "pruned", "lwcl", "lwcl_kd", "e2e_kd"}, rep["methods"]
+        kd = [m for m in rep["methods"] if m["name"] == "lwcl_kd"][0]
+        assert kd["kd_steps"] == 4 and kd["segment_steps"] == 4, (kd["kd_steps"], kd["segment_steps"])
 print("gelaco_program: gelaco_recover recovered %d students over 2 seeds through their layer maps" % len(rows))
 PY
 bad() {  # bad <what the message must say> <args...>

@@ -3,8 +3,9 @@
 // and a way to restart that peak (writing 5 to /proc/self/clear_refs), so that one part of a program,
 // one method of a comparison, can be measured on its own. What the program holds throughout (its code,
 // data, earlier methods' results) is part of every figure. Where /proc cannot be read or written the
-// figures are 0 and the reset says it failed: callers report "not measured", never a guess. Also the
-// machine's physical memory, which a model must fit (model/weights.hpp).
+// figures are 0 and the reset says it failed: callers report "not measured", never a guess. The resident
+// set now can be split into anonymous, file-backed and shared pages. Also the machine's physical memory,
+// which a model must fit (model/weights.hpp).
 
 #include <cstddef>
 #include <fstream>
@@ -41,6 +42,32 @@ inline std::size_t peak_resident_bytes() { return process_memory_detail::status_
 
 // The resident set size of this process now in bytes (VmRSS); 0 when it cannot be read.
 inline std::size_t process_resident_bytes() { return process_memory_detail::status_bytes("VmRSS"); }
+
+// The resident set now and what it is made of, as Linux counts it (VmRSS = RssAnon + RssFile +
+// RssShmem), in bytes from one read of /proc/self/status; zeros where it cannot be read. The allocator's
+// pages (freed or not) are anon; the pages of mapped files (weights, token shards) are file.
+struct resident_split {
+  std::size_t total = 0, anon = 0, file = 0, shmem = 0;
+};
+inline resident_split process_resident_split() {
+  resident_split r;
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const auto field = [&](std::string_view name, std::size_t& out) {
+    if (line.size() <= name.size() || line.compare(0, name.size(), name) != 0 || line[name.size()] != ':') return;
+    std::size_t kib = 0;
+    for (char c : line)
+      if (c >= '0' && c <= '9') kib = kib * 10 + static_cast<std::size_t>(c - '0');
+    out = kib * 1024;
+  };
+  while (std::getline(f, line)) {
+    field("VmRSS", r.total);
+    field("RssAnon", r.anon);
+    field("RssFile", r.file);
+    field("RssShmem", r.shmem);
+  }
+  return r;
+}
 
 // Restarts the peak at what is resident now, after handing the allocator's free memory back to the
 // system (glibc's malloc_trim), so that memory an earlier part of the program freed does not count as

@@ -252,8 +252,11 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
     res.tokens += B * T;
     res.flops += step_flops;
     if (metrics) {
+      const auto rss = process_resident_split();
       nlohmann::json rec = {{"step", s}, {"batch", batch}, {"loss", loss}, {"seconds", clock.training_seconds()},
-                            {"resident", process_resident_bytes()}};
+                            {"resident", rss.total}};
+      rec["resident_anon"] = rss.anon;
+      rec["resident_file"] = rss.file;
       // The tracker's bytes now, as the pipeline's step records have them (filled field by field: see
       // eval_record on nvcc).
       nlohmann::json mem;

@@ -54,7 +54,16 @@ bool comparison<Backend, Criterion>::resume_finished_seed() {
   } catch (const nlohmann::json::exception&) {
     return false;  // not lwcl's (files are written whole): run the seed again, which rewrites them
   }
-  if (done != config_json() || !rep.contains("methods") || !rep.at("methods").is_array() || rep.at("methods").empty())
+  // An option this build has and the seed's build did not counts as the same where this run leaves it
+  // at its default: an option is added with a default that keeps what the program did before it.
+  auto now = config_json();
+  for (const CLI::Option* o : app_.get_options()) {
+    if (o->get_lnames().empty() || o->count() > 0) continue;
+    std::string key = o->get_lnames().front();
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (!done.contains(key)) now.erase(key);
+  }
+  if (done != now || !rep.contains("methods") || !rep.at("methods").is_array() || rep.at("methods").empty())
     return false;
   if (opt_.seeds > 1) {
     std::vector<method_row> rows;

@@ -45,11 +45,13 @@ inline void efficiency_defaults(studies::options& d, const std::string& teacher,
 // End-to-end KD's settings, chosen on validation like the layer-wise rate (experiments/evidence.md);
 // memory_limited: also end-to-end KD as a user short of memory runs it (memory_limited_e2e).
 // lwcl_kd_share > 0: also "lwcl_kd", LWCL closing with end-to-end logit KD on that share of its budget
-// at kd_lr (experiments/evidence.md: 1e-3 on half the budget; the visits' rate throws the student off).
+// at kd_lr (experiments/evidence.md: 1e-3 on half the budget; the visits' rate throws the student off),
+// its closing stage in kd_micro_batches micro-batches.
 struct efficiency_knobs {
   double e2e_lr = 2e-3, e2e_hidden_mse = 1;
   bool memory_limited = false;
   double lwcl_kd_share = 0, kd_lr = 1e-3;
+  index_t kd_micro_batches = 1;
 };
 
 inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
@@ -61,6 +63,9 @@ inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
                  "of its budget (0: not run; the stage holds teacher and student, end-to-end KD's memory)")
       ->check(CLI::Range(0.0, 0.95));
   cli.add_option("--kd-lr", k.kd_lr, "lwcl_kd's closing stage: its peak learning rate")->check(studies::positive);
+  cli.add_option("--kd-micro-batches", k.kd_micro_batches, "lwcl_kd's closing stage: each batch in this many micro-batches "
+                 "with their gradients accumulated (a divisor of --batch; the same update, a smaller activation peak)")
+      ->check(CLI::PositiveNumber);
   cli.add_flag("--e2e-memory-limited", k.memory_limited, "also end-to-end KD as a user short of memory runs it: with "
                "activation checkpointing (e2e_kd_checkpointed), and in micro-batches with gradient accumulation under "
                "LWCL's training peak (e2e_kd_capped)");
@@ -130,11 +135,13 @@ studies::method_row* lwcl_kd_at(Comparison& cmp, const efficiency_knobs& k) {
   auto po = cmp.recovery_options();
   po.final_kd_share = k.lwcl_kd_share;
   po.kd_lr = k.kd_lr;
+  po.kd_micro_batches = k.kd_micro_batches;
   policies::curriculum::two_stage<> c;
   c.final_kd = true;
   auto& row = cmp.recover("lwcl_kd", po, slot<key::cache>(policies::cache::host{}), slot<key::curriculum>(c)).row;
   row.details["final_kd_share"] = k.lwcl_kd_share;
   row.details["kd_lr"] = k.kd_lr;
+  row.details["kd_micro_batches"] = k.kd_micro_batches;
   return &row;
 }
 

@@ -246,6 +246,22 @@ struct table {
   }
 };
 
+// A method of a table that sets methods side by side: its name in report.json, the prefix of its
+// columns, its label in their headers.
+struct method_columns {
+  std::string name, prefix, label;
+};
+
+// Per recovered method (all but "pruned"): its training peak, and for the layer-wise ones (all but
+// "e2e_kd") the run's peak with the host feature cache.
+inline void add_peak_columns(table& t, const std::vector<method_columns>& methods) {
+  for (const auto& m : methods) {
+    if (m.name == "pruned") continue;
+    t.columns.push_back({m.prefix + "peak_compute_bytes", m.label + " peak MiB", unit::mib});
+    if (m.name != "e2e_kd") t.columns.push_back({m.prefix + "run_peak_total_bytes", m.label + " run + cache MiB", unit::mib});
+  }
+}
+
 // The program's tables: printed as Markdown, and written to <dir>/table.md (with the notes under them),
 // table.csv (every table, a blank line between) and tables.json; `program` names the writer in the
 // line that says so.

@@ -36,6 +36,7 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
   eo.weight_decay = opt.weight_decay;
   eo.temperature = opt.kd_temperature;
   eo.clip = opt.clip;
+  eo.micro_batches = opt.kd_micro_batches;
   eo.progress_bar = opt.progress_bar;
   if (s.seconds_budget()) {
     eo.steps = opt.max_visit_steps;

@@ -34,6 +34,10 @@ struct pipeline_options {
   // visits): its optimiser starts afresh on the whole student, which a rate tuned for one-layer
   // segments can throw off in the stage's first steps.
   double kd_lr = 0;
+  // The final KD stage's batch of B sequences as kd_micro_batches micro-batches of B / kd_micro_batches
+  // (a divisor of B) with their gradients accumulated: the same update within rounding, at a smaller
+  // activation peak, so that the closing stage can stay near the visits' memory.
+  index_t kd_micro_batches = 1;
   double weight_decay = 0, clip = 1.0;
   double kd_temperature = 1.0;
   long checkpoint_every = 50;              // segment steps; a visit's end always checkpoints; 0: only those

@@ -190,8 +190,9 @@ nlohmann::json memory_sample(const State& s, std::size_t staging) {
   std::size_t other = 0;
   if (S::store_type::memory_tier == ct) other += cache;
   if (S::staging_type::memory_tier == ct) other += staging;
+  const auto rss = process_resident_split();
   return {{"compute", tracked > other ? tracked - other : 0}, {"cache", cache}, {"staging", staging}, {"tracker", tracked},
-          {"resident", process_resident_bytes()}};
+          {"resident", rss.total}, {"resident_anon", rss.anon}, {"resident_file", rss.file}};
 }
 
 }  // namespace lwcl::distill

@@ -42,6 +42,8 @@ inline void validate_run(const pipeline_options& opt, const student_state& s, co
   check(!s.is_encoder() || opt.validation_ids.empty(), "pipeline: validation_ids score a language model's perplexity; "
         "the student is an encoder (leave them empty and judge its embeddings)");
   check(opt.kd_lr >= 0 && std::isfinite(opt.kd_lr), "pipeline: kd_lr is ", opt.kd_lr, ", expected >= 0 (0: lr)");
+  check(opt.kd_micro_batches >= 1 && loader.batch_size() % opt.kd_micro_batches == 0, "pipeline: kd_micro_batches is ",
+        opt.kd_micro_batches, ", expected a divisor of the batch of ", loader.batch_size(), " sequences");
   check(opt.checkpoint_every >= 0, "pipeline: checkpoint_every is ", opt.checkpoint_every, ", expected >= 0");
   check(loader.batch_size() > 0 && loader.seq_len() > 0, "pipeline: the loader has no batch shape");
   if (!opt.validation_ids.empty()) {
@@ -66,7 +68,7 @@ inline std::map<std::string, std::string> labelled_policies(std::map<std::string
 
 // What must not change between a run and its resumption: the batch shape, the cached batches (their
 // tokens, hashed), the layer map, the budget and how it is shared, the policies, the dtype and the fake
-// quantisation.
+// quantisation. Options that leave the updates as they are (prefetching, kd_micro_batches) may change.
 inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::batch_loader& loader,
                                       const std::vector<index_t>& tlo, const std::map<std::string, std::string>& policies,
                                       dtype type) {
@@ -105,6 +107,7 @@ inline void write_run_config(const std::filesystem::path& path, const std::map<s
                   {"budget_share", std::string(budget_share_name(opt.share))},
                   {"keep_optimizer_state", opt.keep_optimizer_state},
                   {"kd_lr", opt.kd_lr},
+                  {"kd_micro_batches", opt.kd_micro_batches},
                   {"weight_decay", opt.weight_decay},
                   {"clip", opt.clip},
                   {"kd_temperature", opt.kd_temperature},
