@@ -21,17 +21,23 @@
 namespace lwcl {
 
 namespace process_memory_detail {
+// Whether `line` of /proc/self/status is "<field>: <n> kB"; if so, n in bytes into `out`.
+inline bool field_bytes(const std::string& line, std::string_view field, std::size_t& out) {
+  if (line.size() <= field.size() || line.compare(0, field.size(), field) != 0 || line[field.size()] != ':') return false;
+  std::size_t kib = 0;
+  for (char c : line)
+    if (c >= '0' && c <= '9') kib = kib * 10 + static_cast<std::size_t>(c - '0');
+  out = kib * 1024;
+  return true;
+}
+
 // A "<field>: <n> kB" line of /proc/self/status, in bytes; 0 when it cannot be read.
 inline std::size_t status_bytes(std::string_view field) {
   std::ifstream f("/proc/self/status");
   std::string line;
-  while (std::getline(f, line)) {
-    if (line.size() <= field.size() || line.compare(0, field.size(), field) != 0 || line[field.size()] != ':') continue;
-    std::size_t kib = 0;
-    for (char c : line)
-      if (c >= '0' && c <= '9') kib = kib * 10 + static_cast<std::size_t>(c - '0');
-    return kib * 1024;
-  }
+  std::size_t bytes = 0;
+  while (std::getline(f, line))
+    if (field_bytes(line, field, bytes)) return bytes;
   return 0;
 }
 }  // namespace process_memory_detail
@@ -50,22 +56,13 @@ struct resident_split {
   std::size_t total = 0, anon = 0, file = 0, shmem = 0;
 };
 inline resident_split process_resident_split() {
+  using process_memory_detail::field_bytes;
   resident_split r;
   std::ifstream f("/proc/self/status");
   std::string line;
-  const auto field = [&](std::string_view name, std::size_t& out) {
-    if (line.size() <= name.size() || line.compare(0, name.size(), name) != 0 || line[name.size()] != ':') return;
-    std::size_t kib = 0;
-    for (char c : line)
-      if (c >= '0' && c <= '9') kib = kib * 10 + static_cast<std::size_t>(c - '0');
-    out = kib * 1024;
-  };
-  while (std::getline(f, line)) {
-    field("VmRSS", r.total);
-    field("RssAnon", r.anon);
-    field("RssFile", r.file);
-    field("RssShmem", r.shmem);
-  }
+  while (std::getline(f, line))
+    field_bytes(line, "VmRSS", r.total) || field_bytes(line, "RssAnon", r.anon) || field_bytes(line, "RssFile", r.file) ||
+        field_bytes(line, "RssShmem", r.shmem);
   return r;
 }
 

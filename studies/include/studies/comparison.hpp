@@ -147,6 +147,13 @@ inline std::vector<std::string> default_values(const std::string& text) {
   return out;
 }
 
+// An option's key in config.json: its first long name with '-' as '_' (--e2e-lr: e2e_lr).
+inline std::string option_key(const CLI::Option& o) {
+  std::string key = o.get_lnames().front();
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
 // A plot the program asked for (comparison::plot).
 struct plot_request {
   std::string file, title, x_key, y_key, group_key;

@@ -16,8 +16,7 @@ nlohmann::ordered_json comparison<Backend, Criterion>::config_json() const {
                               {"teacher_model", (std::filesystem::path(opt_.teacher) / "model").string()}};  // what start() loads
   for (const CLI::Option* o : app_.get_options()) {
     if (o->get_lnames().empty() || o->get_lnames().front() == "help") continue;
-    std::string key = o->get_lnames().front();
-    std::replace(key.begin(), key.end(), '-', '_');
+    const std::string key = comparison_detail::option_key(*o);
     if (o->get_expected_min() == 0) {  // a flag
       c[key] = o->count() > 0;
       continue;
@@ -59,9 +58,7 @@ bool comparison<Backend, Criterion>::resume_finished_seed() {
   auto now = config_json();
   for (const CLI::Option* o : app_.get_options()) {
     if (o->get_lnames().empty() || o->count() > 0) continue;
-    std::string key = o->get_lnames().front();
-    std::replace(key.begin(), key.end(), '-', '_');
-    if (!done.contains(key)) now.erase(key);
+    if (const std::string key = comparison_detail::option_key(*o); !done.contains(key)) now.erase(key);
   }
   if (done != now || !rep.contains("methods") || !rep.at("methods").is_array() || rep.at("methods").empty())
     return false;
