@@ -26,6 +26,7 @@
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
 #include "lwcl/policies/pruning/uniform.hpp"
 #include "lwcl/core/program.hpp"
+#include "studies/cli.hpp"
 #include "studies/options.hpp"
 #include "studies/seeds.hpp"
 #include "studies/validators.hpp"
@@ -44,6 +45,9 @@ struct settings {
   std::string model, corpus = "data/corpus";
   std::size_t pool = 2000;
   int curve_pool = 128;
+  std::string only = "lwcl,layerwise_no_curriculum,e2e_embedding,e2e_hidden";
+  double e2e_lr = 0;          // 0: o.lr
+  long e2e_warmup_steps = 0;
 
   settings() {
     const char* models = std::getenv("LWCL_MODELS");
@@ -64,6 +68,28 @@ void add_options(CLI::App& app, settings& st) {
   app.get_option("--seq")->description("tokens per training sequence, [CLS] and [SEP] included")->check(studies::within(3, 512));
   app.add_option("--pool", st.pool, "held-out sentences judged (and neighbours searched among)")->check(studies::within(12, 1000000));
   app.add_option("--curve-pool", st.curve_pool, "sentences of the curves' pool")->check(studies::within(2, 100000));
+  app.add_option("--only", st.only, "the recoveries run, comma-separated, of lwcl, layerwise_no_curriculum, e2e_embedding "
+                 "and e2e_hidden (the cost to target is read off e2e_embedding's curve: with it only)");
+  app.add_option("--e2e-lr", st.e2e_lr, "end-to-end distillation's peak learning rate (0: --lr, the layer-wise rate)")
+      ->check(studies::non_negative);
+  app.add_option("--e2e-warmup-steps", st.e2e_warmup_steps, "end-to-end distillation: steps of a linear learning-rate "
+                 "warm-up before its cosine decay (--warmup-steps is the layer-wise visits')")
+      ->check(studies::within(0, 1000000));
+}
+
+// The recoveries of --only, in the study's order; a name that is not one of them is refused.
+std::vector<std::string> methods_run(const settings& st) {
+  const std::vector<std::string> all = {"lwcl", "layerwise_no_curriculum", "e2e_embedding", "e2e_hidden"};
+  const auto asked = studies::split_list(st.only);
+  check(!asked.empty(), "minilm_compress: --only names no recovery (expected some of lwcl, layerwise_no_curriculum, "
+        "e2e_embedding, e2e_hidden)");
+  for (const auto& a : asked)
+    check(std::find(all.begin(), all.end(), a) != all.end(), "minilm_compress: --only names '", a,
+          "', expected some of lwcl, layerwise_no_curriculum, e2e_embedding, e2e_hidden");
+  std::vector<std::string> out;
+  for (const auto& m : all)
+    if (std::find(asked.begin(), asked.end(), m) != asked.end()) out.push_back(m);
+  return out;
 }
 
 nlohmann::ordered_json config_json(const settings& st, const distill::budget& total) {
@@ -75,7 +101,8 @@ nlohmann::ordered_json config_json(const settings& st, const distill::budget& to
           {"pool", st.pool},               {"curve_points", o.curve_points}, {"curve_pool", st.curve_pool},
           {"test_split", o.test_split},    {"seeds", o.seeds},  {"seed", o.seed},
           {"warmup_steps", o.warmup_steps}, {"min_visit_steps", o.min_visit_steps}, {"budget_share", o.budget_share},
-          {"keep_optimizer_state", o.keep_optimizer_state}};
+          {"keep_optimizer_state", o.keep_optimizer_state}, {"only", methods_run(st)},
+          {"e2e_lr", st.e2e_lr > 0 ? st.e2e_lr : o.lr}, {"e2e_warmup_steps", st.e2e_warmup_steps}};
 }
 
 // Sentence embeddings (mean-pooled last hidden states, unit length) of each sequence, one forward of
@@ -282,8 +309,9 @@ struct seed_run {
   // End-to-end distillation on `objective`, teacher and student resident.
   void end_to_end(const std::string& name, distill::encoder_objective objective) {
     distill::e2e_encoder_options eo;
-    eo.lr = sy.st.o.lr;
-    eo.min_lr = sy.st.o.lr / 10;
+    eo.lr = sy.st.e2e_lr > 0 ? sy.st.e2e_lr : sy.st.o.lr;
+    eo.min_lr = eo.lr / 10;
+    eo.warmup_steps = sy.st.e2e_warmup_steps;
     eo.objective = objective;
     eo.set_budget(sy.total, sy.st.o.batch * sy.st.o.seq);
     auto student = prune::apply_plan(*pruned, prune::keep_all(pruned->config()));
@@ -399,14 +427,17 @@ std::string seed_table(const study& sy, const std::vector<row>& rows) {
   return md;
 }
 
-// One seed's report.json and table.md in `dir`.
-void write_seed(const study& sy, const fs::path& dir, std::uint64_t seed, const std::vector<row>& rows) {
+// One seed's report.json and table.md in `dir`; `mmap_threshold` as pin_mmap_threshold left it (0: the
+// allocator's own).
+void write_seed(const study& sy, const fs::path& dir, std::uint64_t seed, const std::vector<row>& rows,
+                std::size_t mmap_threshold) {
   const auto md = seed_table(sy, rows);
   std::printf("\n%s", md.c_str());
   nlohmann::ordered_json rep = {{"program", "minilm_compress"}, {"model", sy.st.model},  {"seed", seed},
                                 {"val_protocol", sy.val_pool.protocol()}, {"budget", sy.total}, {"ratio", sy.st.o.ratio},
                                 {"depth", sy.st.o.depth}};
   if (sy.test_pool) rep["test_protocol"] = sy.test_pool->protocol();
+  rep["malloc_mmap_threshold"] = mmap_threshold;
   rep["methods"] = nlohmann::ordered_json::array();
   for (const auto& r : rows) {
     auto j = r.fig;
@@ -415,6 +446,31 @@ void write_seed(const study& sy, const fs::path& dir, std::uint64_t seed, const 
   }
   write_text_atomic(dir / "report.json", rep.dump(2) + "\n");
   write_text_atomic(dir / "table.md", md);
+}
+
+// What a seed's rows depend on: the configuration less the seed count and first seed (a seed's own
+// number names its folder).
+nlohmann::ordered_json seed_key(const settings& st, const distill::budget& total) {
+  auto key = config_json(st, total);
+  key.erase("seeds");
+  key.erase("seed");
+  return key;
+}
+
+// A seed finished before under the same configuration (its seed_config.json, written after its
+// report.json): its rows read back, so that a run of several seeds stopped at any moment and started
+// again loses only the seed in progress.
+std::optional<std::vector<row>> finished_seed(const fs::path& dir, const nlohmann::ordered_json& key) {
+  const fs::path k = dir / "seed_config.json", r = dir / "report.json";
+  if (!fs::exists(k) || !fs::exists(r) || nlohmann::ordered_json::parse(read_text(k)) != key) return std::nullopt;
+  const auto rep = nlohmann::ordered_json::parse(read_text(r));  // held: the loop reads into it
+  std::vector<row> rows;
+  for (const auto& m : rep.at("methods")) {
+    row x{m.at("name").get<std::string>(), m};
+    x.fig.erase("name");
+    rows.push_back(std::move(x));
+  }
+  return rows;
 }
 
 // Mean and sample standard deviation of every numeric figure over the seeds: report.json and table.md in --out.
@@ -468,19 +524,35 @@ int minilm_main(int argc, char** argv) {
   return guard_main([&] {
     try {
       timer all;
+      const auto methods = methods_run(st);  // a bad --only refused before the study's set-up
+      // Freed buffers handed back to the system, so that no method's resident peak holds an earlier one's.
+      const std::size_t mmap_threshold = pin_mmap_threshold();
       const study sy(st);
       const int seeds = st.o.seeds;
+      const auto ran = [&](const char* m) { return std::find(methods.begin(), methods.end(), m) != methods.end(); };
+      const auto key = seed_key(st, sy.total);
       std::vector<std::pair<std::uint64_t, std::vector<row>>> per_seed;
       for (int k = 0; k < seeds; ++k) {
         const std::uint64_t s = st.o.seed + static_cast<std::uint64_t>(k);
+        const fs::path dir = seeds > 1 ? fs::path(st.o.out) / ("seed_" + std::to_string(s)) : fs::path(st.o.out);
         if (seeds > 1) std::printf("\n==== minilm_compress: seed %llu (%d of %d)\n", static_cast<unsigned long long>(s), k + 1, seeds);
-        seed_run run(sy, s, seeds > 1 ? fs::path(st.o.out) / ("seed_" + std::to_string(s)) : fs::path(st.o.out));
-        run.layerwise("lwcl");
-        run.layerwise("layerwise_no_curriculum", slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}));
-        run.end_to_end("e2e_embedding", distill::encoder_objective::embedding);
-        run.end_to_end("e2e_hidden", distill::encoder_objective::hidden);
-        if (st.o.curve_points > 0) run.time_to_target("e2e_embedding");
-        write_seed(sy, run.dir, s, run.rows);
+        if (seeds > 1) {
+          if (auto rows = finished_seed(dir, key)) {
+            std::printf("minilm_compress: seed %llu finished before with the same configuration: read back from %s\n",
+                        static_cast<unsigned long long>(s), dir.string().c_str());
+            per_seed.emplace_back(s, std::move(*rows));
+            continue;
+          }
+        }
+        seed_run run(sy, s, dir);
+          if (ran("lwcl")) run.layerwise("lwcl");
+        if (ran("layerwise_no_curriculum"))
+          run.layerwise("layerwise_no_curriculum", slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}));
+        if (ran("e2e_embedding")) run.end_to_end("e2e_embedding", distill::encoder_objective::embedding);
+        if (ran("e2e_hidden")) run.end_to_end("e2e_hidden", distill::encoder_objective::hidden);
+        if (st.o.curve_points > 0 && ran("e2e_embedding")) run.time_to_target("e2e_embedding");
+        write_seed(sy, run.dir, s, run.rows, mmap_threshold);
+        if (seeds > 1) write_text_atomic(dir / "seed_config.json", key.dump(2) + "\n");
         per_seed.emplace_back(s, std::move(run.rows));
       }
       write_text_atomic(fs::path(st.o.out) / "config.json", config_json(st, sy.total).dump(2) + "\n");

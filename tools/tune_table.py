@@ -4,6 +4,8 @@ method of lwcl_vs_kd seeds runs (one run directory per setting; a setting's flag
 <dir>.flags beside it, or are the run's --lr), the mean +- sd validation and test perplexity at each
 setting and, with --base METHOD=DIR, the change of the mean against that method's run in DIR (what the
 setting bought); then the setting with the lowest mean validation perplexity, and its test figure.
+minilm_compress runs are read the same way with the embedding cosine with the teacher in place of
+perplexity (the highest mean validation cosine chosen).
    tune_table.py [--base METHOD=DIR]... <run dir per setting>..."""
 import json
 import os
@@ -18,8 +20,13 @@ def setting(d, cfg):
     return f"--lr {cfg['lr']:g}"
 
 
-def pm(s):
-    return f"{s['mean']:.3f} +- {s['sd']:.3f}"
+def pm(s, digits=3):
+    return f"{s['mean']:.{digits}f} +- {s['sd']:.{digits}f}"
+
+
+# (validation key, test key, column name, better: +1 higher, -1 lower, digits) of a method's figures.
+PPL = ("val_ppl", "test_ppl", "ppl", -1, 3)
+COSINE = ("cosine", "test_cosine", "cosine", +1, 4)
 
 
 def main(args):
@@ -42,7 +49,10 @@ def main(args):
     names = []
     for _, _, m in runs:
         names += [n for n in m if n not in ("teacher", "pruned") and n not in names]
-    print("| method | run | setting | val ppl | test ppl | val change |")
+    if not runs:
+        sys.exit("tune_table.py: no run with a report.json")
+    vk, tk, col, sign, digits = PPL if any("val_ppl" in x for _, _, m in runs for x in m.values()) else COSINE
+    print(f"| method | run | setting | val {col} | test {col} | val change |")
     print("|---|---|---|---:|---:|---:|")
     best = {}
     for n in names:
@@ -50,16 +60,16 @@ def main(args):
         for d, label, m in runs:
             if n not in m:
                 continue
-            v, t = m[n]["val_ppl"], m[n]["test_ppl"]
-            change = f"{100 * (v['mean'] / base['val_ppl']['mean'] - 1):+.2f}%" if base else "-"
-            print(f"| {n} | {os.path.basename(d)} | `{label}` | {pm(v)} | {pm(t)} | {change} |")
-            if n not in best or v["mean"] < best[n][2]["val_ppl"]["mean"]:
+            v, t = m[n][vk], m[n][tk]
+            change = f"{100 * (v['mean'] / base[vk]['mean'] - 1):+.2f}%" if base else "-"
+            print(f"| {n} | {os.path.basename(d)} | `{label}` | {pm(v, digits)} | {pm(t, digits)} | {change} |")
+            if n not in best or sign * (v["mean"] - best[n][2][vk]["mean"]) > 0:
                 best[n] = (d, label, m[n])
     print("\nchosen on validation, reported on test:\n")
-    print("| method | run | setting | val ppl | test ppl |")
+    print(f"| method | run | setting | val {col} | test {col} |")
     print("|---|---|---|---:|---:|")
     for n, (d, label, m) in best.items():
-        print(f"| {n} | {os.path.basename(d)} | `{label}` | {pm(m['val_ppl'])} | {pm(m['test_ppl'])} |")
+        print(f"| {n} | {os.path.basename(d)} | `{label}` | {pm(m[vk], digits)} | {pm(m[tk], digits)} |")
 
 
 if __name__ == "__main__":

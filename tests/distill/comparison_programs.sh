@@ -63,6 +63,8 @@ def load(run):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n", run
     methods = {m["name"]: m for m in rep["methods"]}
     assert list(methods)[:2] == ["teacher", "pruned"], (run, list(methods))
+    # glibc's mmap threshold pinned by the harness: freed buffers leave the resident set
+    assert rep["malloc_mmap_threshold"] == 1 << 20, (run, rep["malloc_mmap_threshold"])
     for name, m in methods.items():
         assert math.isfinite(m["val_ppl"]) and m["val_ppl"] > 1, (run, name, m["val_ppl"])
         assert f"| {name} |" in md, (run, name)

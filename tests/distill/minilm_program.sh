@@ -13,6 +13,29 @@ x=$build/experiments/minilm_compress
 common=(--corpus "$work/corpus" --batch 4 --seq 32 --feature-batches 2 --calib-batches 2 --pool 16)
 "$x" "${common[@]}" --budget steps:16 --curve-points 4 --curve-pool 8 --seeds 2 --out "$work/width" > "$work/width.txt"
 "$x" "${common[@]}" --budget steps:8 --ratio 0 --depth 0.5 --out "$work/depth" > "$work/depth.txt"
+# A run of several seeds stopped in its second seed: started again, the first is read back, the second runs.
+cp "$work/width/report.json" "$work/width_report_first.json"
+rm "$work/width/seed_1/seed_config.json"
+"$x" "${common[@]}" --budget steps:16 --curve-points 4 --curve-pool 8 --seeds 2 --out "$work/width" > "$work/width_again.txt"
+grep -q "seed 0 finished before with the same configuration" "$work/width_again.txt" &&
+  ! grep -q "seed 1 finished before" "$work/width_again.txt" ||
+  { echo "minilm_program: the second start did not read back seed 0 alone" >&2; exit 1; }
+# Some recoveries only, end-to-end distillation at its own rate after a warm-up.
+"$x" "${common[@]}" --budget steps:12 --only e2e_embedding,lwcl --e2e-lr 3e-3 --e2e-warmup-steps 3 --out "$work/only" > "$work/only.txt"
+# Refused with a message naming what was wrong: an unknown recovery, none at all, a negative warm-up.
+refused() {  # refused <expected text> <options...>
+  local want=$1 rc
+  shift
+  set +e
+  "$x" "${common[@]}" "$@" --out "$work/bad_only" > /dev/null 2> "$work/bad_only.txt"
+  rc=$?
+  set -e
+  [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -q -- "$want" "$work/bad_only.txt" ||
+    { echo "minilm_program: '$*' gave $rc: $(cat "$work/bad_only.txt")" >&2; exit 1; }
+}
+refused "only names 'e2e', expected some of lwcl, layerwise_no_curriculum" --only lwcl,e2e
+refused "only names no recovery" --only ,
+refused "e2e-warmup-steps" --e2e-warmup-steps -1
 set +e
 "$x" "${common[@]}" --model "$work/nowhere" --out "$work/bad" > /dev/null 2> "$work/bad.txt"
 rc=$?
@@ -32,6 +55,7 @@ def check_seed(d, steps, layers):
     assert list(m) == names, list(m)
     assert rep["val_protocol"].startswith("split=validation pool=16 sentences"), rep["val_protocol"]
     assert m["teacher"]["cosine"] == 1 and m["pruned"]["layers"] == layers, (m["teacher"], m["pruned"]["layers"])
+    assert rep["malloc_mmap_threshold"] == 1 << 20, rep["malloc_mmap_threshold"]  # glibc: freed blocks unmapped
     for n in names[1:]:
         assert 0 < m[n]["cosine"] <= 1 + 1e-9 and 0 <= m[n]["top10_agreement"] <= 1, (n, m[n])
         assert m[n]["min_cosine"] <= m[n]["cosine"], n
@@ -77,6 +101,25 @@ for n in names[1:]:
     assert abs(summary[n]["cosine"]["mean"] - sum(vals) / 2) < 1e-12
 # Two calibration samples and data orders: the recovered students differ.
 assert seeds[0]["lwcl"]["cosine"] != seeds[1]["lwcl"]["cosine"]
+# Started again after its second seed was stopped: seed 0 read back unchanged, seed 1 run again (the same
+# figures, the run being deterministic up to timing).
+again = {x["name"]: x for x in json.load(open(os.path.join(work, "width", "report.json")))["methods"]}
+first = {x["name"]: x for x in json.load(open(os.path.join(work, "width_report_first.json")))["methods"]}
+for n in names[1:]:
+    assert again[n]["cosine"]["values"][0] == first[n]["cosine"]["values"][0], (n, again[n]["cosine"], first[n]["cosine"])
+    assert again[n]["cosine"]["values"][1] == first[n]["cosine"]["values"][1], (n, again[n]["cosine"], first[n]["cosine"])
+for s in (0, 1):
+    check_seed(os.path.join(work, "width", f"seed_{s}"), 16, 6)
+# --only: those recoveries alone, in the study's order; end-to-end distillation's rate and warm-up as asked.
+rep = json.load(open(os.path.join(work, "only", "report.json")))
+assert [x["name"] for x in rep["methods"]] == ["teacher", "pruned", "lwcl", "e2e_embedding"], rep["methods"]
+cfg = json.load(open(os.path.join(work, "only", "config.json")))
+assert cfg["only"] == ["lwcl", "e2e_embedding"] and cfg["e2e_lr"] == 3e-3 and cfg["e2e_warmup_steps"] == 3, cfg
+lrs = [json.loads(l)["lr"] for l in open(os.path.join(work, "only", "e2e_embedding", "metrics.jsonl")) if '"lr"' in l]
+assert len(lrs) == 12, lrs
+for s in (1, 2, 3):
+    assert abs(lrs[s - 1] - 3e-3 * s / 3) < 1e-15, lrs
+assert abs(lrs[11] - 3e-4) < 1e-15, lrs  # the cosine's floor, a tenth of the peak, at the last step
 m = check_seed(os.path.join(work, "depth"), 8, 3)
 b = m["pruned"]["boundaries"]
 assert len(b) == 4 and b[0] == 0 and b[-1] == 6 and b == sorted(set(b)), b

@@ -320,6 +320,54 @@ TEST_CASE("end-to-end KD reads a fresh batch every step, or cycles over cycle_ba
                        lwcl::error);
 }
 
+TEST_CASE("end-to-end KD's warm-up: each step's rate in its record, rising linearly to lr, then the cosine down to "
+          "min_lr; a seconds budget keeps the warm-up") {
+  setup su;
+  const index_t B = 2, T = 8;
+  const data::batch_loader loader(*su.shard, B, T, 5);
+  auto rates = [&](const distill::e2e_options& eo, const std::string& name) {
+    auto kd_student = prune::apply_plan(*su.student, prune::keep_all(su.student->config()));
+    const auto path = su.dir / (name + ".jsonl");
+    {
+      metrics_writer m(path.string());
+      distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, eo, &m);
+    }
+    std::ifstream in(path);
+    std::string line;
+    std::vector<double> lr;
+    while (std::getline(in, line)) lr.push_back(nlohmann::json::parse(line).at("lr").get<double>());
+    return lr;
+  };
+  distill::e2e_options eo;
+  eo.progress_bar = false;
+  eo.steps = 8;
+  eo.lr = 2e-3;
+  eo.min_lr = 2e-4;
+  eo.warmup_steps = 4;
+  const auto lr = rates(eo, "warmup");
+  REQUIRE(lr.size() == 8);
+  for (int s = 1; s <= 4; ++s) CHECK(lr[static_cast<std::size_t>(s - 1)] == doctest::Approx(2e-3 * s / 4.0).epsilon(1e-12));
+  // Past the warm-up, cosine from lr at step 4 to min_lr at step 8: step 6 is half way.
+  CHECK(lr[5] == doctest::Approx(2e-4 + 0.5 * (2e-3 - 2e-4)).epsilon(1e-12));
+  CHECK(lr[7] == doctest::Approx(2e-4).epsilon(1e-12));
+  eo.warmup_steps = 0;
+  const auto plain = rates(eo, "plain");
+  REQUIRE(plain.size() == 8);
+  CHECK(plain[0] < 2e-3);  // no warm-up: the cosine's first step, just below the peak
+  CHECK(plain[0] > 1.9e-3);
+  // Under a seconds budget the schedule is refitted at step 4; the warm-up is kept whatever the fit says.
+  eo.steps = 1000000;
+  eo.time_budget_seconds = 0.5;
+  eo.warmup_steps = 6;
+  const auto timed = rates(eo, "timed");
+  REQUIRE(timed.size() >= 6);
+  for (int s = 1; s <= 6; ++s) CHECK(timed[static_cast<std::size_t>(s - 1)] == doctest::Approx(2e-3 * s / 6.0).epsilon(1e-12));
+  eo.warmup_steps = -1;
+  auto kd_student = prune::apply_plan(*su.student, prune::keep_all(su.student->config()));
+  CHECK_THROWS_WITH_AS(distill::train_e2e_kd(*su.teacher, *kd_student, loader, B, T, eo),
+                       doctest::Contains("warmup_steps is -1, expected >= 0"), lwcl::error);
+}
+
 TEST_CASE("backward_logits with a hidden-state gradient equals finite differences of sum(h_L * w) (f64)") {
   setup su;
   auto& net = *su.student;

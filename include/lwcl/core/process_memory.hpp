@@ -80,6 +80,24 @@ inline bool reset_peak_resident() {
   return static_cast<bool>(f);
 }
 
+// The block size from which glibc's malloc maps each block on its own (and unmaps it when freed).
+constexpr std::size_t pinned_mmap_threshold = std::size_t(1) << 20;
+
+// Pins glibc malloc's mmap threshold at `bytes`. By default glibc raises the threshold each time a mapped
+// block is freed, up to 32 MiB, so that later blocks of up to that size come from the heap, whose freed
+// pages can stay resident: one method's freed buffers then sit in the next method's resident peak. With
+// the threshold pinned (which turns the raising off) every block of `bytes` or more is its own mapping,
+// returned to the system when freed. Returns `bytes` when the allocator took it, 0 where it did not
+// (another C library, or a sanitizer's allocator that ignores mallopt's setting).
+inline std::size_t pin_mmap_threshold(std::size_t bytes = pinned_mmap_threshold) {
+#ifdef __GLIBC__
+  return mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes)) == 1 ? bytes : 0;
+#else
+  (void)bytes;
+  return 0;
+#endif
+}
+
 // The machine's physical memory in bytes (sysconf); 0 where it cannot be told.
 inline double physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);

@@ -39,6 +39,7 @@ struct e2e_loop_options {
   long steps = 200;
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.0;
   double clip = 1.0;
+  long warmup_steps = 0;  // a linear warm-up to lr over the first warmup_steps steps, then the cosine decay
   std::uint64_t first_batch = 0;   // batches first_batch, first_batch + 1, ... of the loader
   // > 0: cycle over batches first_batch .. first_batch + cycle_batches - 1 (the layer-wise pipeline's
   // cached batches, for a comparison on the same data); 0: a fresh batch every step.
@@ -122,7 +123,7 @@ class probe_clock {
     if (seconds <= 0) return true;
     const double elapsed = training_seconds();
     if (elapsed >= seconds) return false;
-    if (s == 4) sched.total_steps = steps_within_seconds(steps, 3, 3, elapsed, seconds - elapsed);
+    if (s == 4) sched.total_steps = std::max(sched.warmup_steps, steps_within_seconds(steps, 3, 3, elapsed, seconds - elapsed));
     return true;
   }
   // Where a progress bar made by progress_bar() stands after step s.
@@ -213,7 +214,8 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
   constexpr tier ct = Backend::memory_tier;
   const index_t m = opt.micro_batches, b = micro_batch_rows(opt, B, who);
   // With a wall-clock budget the schedule is fitted, after a few steps, to the steps the budget allows.
-  optim::cosine_schedule sched{opt.lr, opt.min_lr, 0, opt.steps};
+  check(opt.warmup_steps >= 0, who, ": warmup_steps is ", opt.warmup_steps, ", expected >= 0");
+  optim::cosine_schedule sched{opt.lr, opt.min_lr, opt.warmup_steps, std::max(opt.steps, opt.warmup_steps)};
   std::vector<std::int32_t> ids, targets;
   const auto bar = progress_bar(opt.progress_bar, bar_label, opt.time_budget_seconds, opt.steps);
   probe_clock clock;
@@ -229,7 +231,7 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
         opt.first_batch + static_cast<std::uint64_t>(opt.cycle_batches > 0 ? (s - 1) % opt.cycle_batches : s - 1);
     loader.batch(batch, ids, targets);
     be.from_host(tok.data(), ids.data(), tok.bytes());
-    double loss = 0;
+    double loss = 0, lr = 0;
     try {
       student.zero_grad();
       for (index_t k = 0; k < m; ++k) {
@@ -242,7 +244,8 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
       loss /= static_cast<double>(m);
       if (m > 1) ops::scale(be, student.grads(), 1.0 / static_cast<double>(m));
       optim::clip_grad_norm(be, student.grads(), opt.clip);
-      adam.step(student.grads(), sched.lr(s));
+      lr = sched.lr(s);
+      adam.step(student.grads(), lr);
     } catch (const lwcl::error& e) {
       fail(who, ": stopped at step ", s, ": ", e.what());
     }
@@ -253,7 +256,7 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
     res.flops += step_flops;
     if (metrics) {
       const auto rss = process_resident_split();
-      nlohmann::json rec = {{"step", s}, {"batch", batch}, {"loss", loss}, {"seconds", clock.training_seconds()},
+      nlohmann::json rec = {{"step", s}, {"batch", batch}, {"loss", loss}, {"lr", lr}, {"seconds", clock.training_seconds()},
                             {"resident", rss.total}};
       rec["resident_anon"] = rss.anon;
       rec["resident_file"] = rss.file;

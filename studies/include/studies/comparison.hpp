@@ -215,6 +215,8 @@ class comparison {
   int run(Body&& body) {
     return guard_main([&] {
       timer clock;
+      // Freed buffers handed back to the system, so that no method's resident peak holds an earlier one's.
+      mmap_threshold_ = pin_mmap_threshold();
       // A program may run the comparison again (another setting): nothing of a previous run carries over.
       per_seed_.clear();
       seed_columns_.clear();
@@ -452,6 +454,7 @@ class comparison {
   std::vector<method_row> rows_;  // teacher, pruned
   std::deque<recovery> recoveries_;
   nlohmann::ordered_json report_ = nlohmann::ordered_json::object();
+  std::size_t mmap_threshold_ = 0;  // glibc's mmap threshold as run() pinned it (0: the allocator's own)
   std::vector<std::string> columns_, notes_;
   std::vector<comparison_detail::plot_request> plots_;
   seed_rows per_seed_;  // with --seeds > 1

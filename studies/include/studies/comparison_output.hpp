@@ -178,6 +178,7 @@ void comparison<Backend, Criterion>::finish(double seconds_so_far) {
                                 {"student_parameters", pruned_.layout.numel()}};
   if (opt_.test_split) rep["test_protocol"] = test_.protocol();
   for (const auto& [k, v] : report_.items()) rep[k] = v;
+  rep["malloc_mmap_threshold"] = mmap_threshold_;  // 0: the allocator's own, dynamic threshold
   rep["identical_students"] = identical;
   rep["table_columns"] = columns_;  // read back when a later run resumes over this seed
   rep["wall_seconds_total"] = seconds_so_far;
