@@ -53,6 +53,7 @@ struct knobs {
   std::vector<double> ramp;        // START,END: LWCL ramps to student inputs instead of its two stages
   long ramp_visit_steps = 0;       // the visit length the ramp's fractions refer to
   double e2e_temperature = 1, e2e_hidden_mse = 1;
+  long e2e_warmup_steps = 0;       // end-to-end KD's linear warm-up before its cosine decay
   std::string only;                // one method alone
 };
 
@@ -60,6 +61,8 @@ void add_knobs(CLI::App& cli, knobs& k) {
   cli.add_option("--lwcl-lr", k.lwcl_lr, "LWCL's peak learning rate (0: --lr)")->check(studies::non_negative);
   cli.add_option("--e2e-lr", k.e2e_lr, "end-to-end KD's peak learning rate (2e-3 unless given; 0: --lr)")
       ->check(studies::non_negative);
+  cli.add_option("--e2e-warmup-steps", k.e2e_warmup_steps, "end-to-end KD: steps of a linear learning-rate warm-up "
+                 "before its cosine decay (--warmup-steps is the layer-wise visits')")->check(studies::within(0, 1000000));
   cli.add_option("--final-kd-share", k.final_kd_share, "share of LWCL's budget for a closing end-to-end logit KD stage "
                  "(0: none)")->check(studies::within(0.0, 0.9));
   cli.add_option("--kd-lr", k.kd_lr, "peak learning rate of LWCL's closing KD stage, decaying to a tenth (0: LWCL's)")
@@ -150,6 +153,7 @@ int main(int argc, char** argv) {
     }
     eo.temperature = k.e2e_temperature;
     eo.hidden_mse_weight = k.e2e_hidden_mse;
+    eo.warmup_steps = k.e2e_warmup_steps;
     auto& kd = cmp.e2e_kd("e2e_kd", eo, cmp.total()).row;
     if (!k.only.empty()) return;
     cmp.report()["summary"] = studies::time_to_target(cmp, kd, layerwise);

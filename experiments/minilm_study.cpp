@@ -29,6 +29,7 @@
 #include "studies/cli.hpp"
 #include "studies/options.hpp"
 #include "studies/seeds.hpp"
+#include "studies/time_to_target.hpp"
 #include "studies/validators.hpp"
 
 namespace lwcl::experiments::minilm_detail {
@@ -348,6 +349,14 @@ struct seed_run {
       if (at && kr && kr->flops > 0) {
         r.fig["time_to_target_ratio"] = at->seconds / kr->seconds;
         r.fig["flops_to_target_ratio"] = at->flops / kr->flops;
+      }
+      // The wall time to shares of the reference's gain over the pruned student (the curves' first point).
+      const double start = kc.front().ppl;
+      for (const int q : studies::gain_levels()) {
+        if (!(start > target)) break;
+        const double level = studies::gain_level_target(start, target, q);
+        const auto kl = distill::first_reaching(kc, level), rl = distill::first_reaching(c, level);
+        if (kl && kl->seconds > 0 && rl) r.fig[studies::time_to_level_key(q)] = rl->seconds / kl->seconds;
       }
     }
   }

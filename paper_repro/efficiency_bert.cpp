@@ -17,6 +17,7 @@
 
 #include "minilm_study.hpp"
 #include "studies/repro.hpp"
+#include "studies/time_to_target.hpp"
 #include "lwcl/core/program.hpp"
 
 using namespace lwcl;
@@ -76,6 +77,8 @@ pr::table setting_table(const pr::json& rep, const pr::setting& s, std::vector<s
                {"time_to_target_ratio", "wall x e2e to target", pr::unit::ratio},
                {"flops_to_target_ratio", "FLOPs x e2e to target", pr::unit::ratio},
                {"reached_target", "reached", pr::unit::reached}};
+  for (const int q : studies::gain_levels())  // wall time to a share of the embedding baseline's gain
+    t.columns.push_back({studies::time_to_level_key(q), report::format("wall x e2e to %d%% of its gain", q), pr::unit::ratio});
   std::string shape;
   if (const auto* p = pr::method_of(rep, "pruned")) {
     const auto layers = pr::figure(*p, "layers"), removed = pr::figure(*p, "removed_fraction");

@@ -26,7 +26,7 @@ x=$build/experiments
 "$x/lwcl_vs_kd" "${common[@]}" --budget steps:24 --curve-points 2 --only lwcl --ramp 0.25,0.75 --ramp-visit-steps 6 \
   --out "$work/kdr" > "$work/kdr.txt"
 "$x/lwcl_vs_kd" "${common[@]}" --budget steps:24 --curve-points 4 --only e2e_kd --e2e-lr 0.003 --e2e-temperature 2 \
-  --e2e-hidden-mse 0.5 --out "$work/kde" > "$work/kde.txt"
+  --e2e-hidden-mse 0.5 --e2e-warmup-steps 4 --out "$work/kde" > "$work/kde.txt"
 "$x/quickstart" "${common[@]}" --budget steps:16 --depth 0.5 --ratio 0 --skip-no-curriculum --save-dtype bf16 \
   --mc "$src/tests/data/mc/items.jsonl" --mc-limit 6 --out "$work/depth" > "$work/depth.txt"
 # The teacher's multiple-choice scores from eval_model, to compare with the comparison's teacher row.
@@ -169,6 +169,18 @@ for run in ("kd", "kds"):
         if r and kd_at["flops"] > 0:  # (the pruned student may already be as good as e2e_kd's end)
             for k, key in (("seconds", "time_ratio"), ("cpu_seconds", "cpu_ratio"), ("flops", "flops_ratio")):
                 assert abs(s[name][key] - r[k] / kd_at[k]) <= 1e-9 * r[k] / kd_at[k], (run, name, key, s[name][key], r, kd_at)
+        # The time to 50% and 90% of end-to-end KD's gain over the pruned student's point.
+        start = kd_curve[0]["ppl"]
+        for q in (50, 90):
+            key = f"time_to_gain{q}_ratio"
+            level = start - q / 100 * (start - target)
+            kd_l, r_l = reach(kd_curve, level), reach(m[name]["curve"], level)
+            if start > target and kd_l and kd_l["seconds"] > 0 and r_l:
+                ratio = r_l["seconds"] / kd_l["seconds"]
+                assert abs(m[name][key] - ratio) <= 1e-9 * ratio, (run, name, key, m[name][key], ratio)
+                assert s[name][f"time_ratio_gain{q}"] == m[name][key], (run, name, q)
+            else:
+                assert key not in m[name], (run, name, key, start, target)
 # The tuning knobs reach the method they name, and --only runs that method alone (no summary).
 rep, cfg, m = load("kdk")
 assert list(m)[2:] == ["lwcl"] and "summary" not in rep, (list(m), rep.keys())
@@ -195,7 +207,10 @@ assert m["lwcl"]["ramp"] == "2-5 of 6" and m["lwcl"]["visits"] == 4, (m["lwcl"][
 rep, cfg, m = load("kde")
 assert list(m)[2:] == ["e2e_kd"], list(m)
 e = m["e2e_kd"]
-assert (e["lr"], e["temperature"], e["hidden_mse_weight"]) == (0.003, 2, 0.5), e
+assert (e["lr"], e["temperature"], e["hidden_mse_weight"], e["warmup_steps"]) == (0.003, 2, 0.5, 4), e
+# Its warm-up: the rate of steps 1-4 rising linearly to 3e-3 (each step record has its rate).
+lrs = [json.loads(l)["lr"] for l in open(os.path.join(work, "kde", "e2e_kd", "metrics.jsonl")) if '"lr"' in l]
+assert len(lrs) == 24 and all(abs(lrs[s - 1] - 0.003 * s / 4) < 1e-15 for s in (1, 2, 3, 4)), lrs
 base = load("kd")[2]["e2e_kd"]
 # lwcl_vs_kd's defaults (chosen by the tuning): end-to-end KD at 2e-3 with the hidden-state MSE at 1,
 # the layer-wise methods at 4e-3.

@@ -93,6 +93,15 @@ for s in (0, 1):
         assert m[n]["reached_target"] == (1 if r else 0), (n, m[n]["reached_target"])
         if r and kr["flops"] > 0:
             assert abs(m[n]["flops_to_target_ratio"] - r["flops"] / kr["flops"]) < 1e-9, (n, m[n]["flops_to_target_ratio"])
+        start = kd[0]["ppl"]  # the time to 50% and 90% of the embedding baseline's gain
+        for q in (50, 90):
+            level = start - q / 100 * (start - target)
+            kl, rl = reach(kd, level), reach(c, level)
+            key = f"time_to_gain{q}_ratio"
+            if start > target and kl and kl["seconds"] > 0 and rl:
+                assert abs(m[n][key] - rl["seconds"] / kl["seconds"]) < 1e-9 * m[n][key], (n, q, m[n][key], rl, kl)
+            else:
+                assert key not in m[n], (n, q)
     seeds.append(m)
 summary = {x["name"]: x for x in json.load(open(os.path.join(work, "width", "report.json")))["methods"]}
 for n in names[1:]:

@@ -497,6 +497,7 @@ auto comparison<Backend, Criterion>::e2e_kd(const std::string& name, const e2e_o
   r.row.peak_resident_bytes = static_cast<double>(resident);
   r.row.details["declared_compute_bytes"] = res.declared_compute_bytes;
   r.row.details["lr"] = o.lr;
+  r.row.details["warmup_steps"] = o.warmup_steps;
   r.row.details["temperature"] = o.temperature;
   r.row.details["hidden_mse_weight"] = o.hidden_mse_weight;
   r.row.details["checkpoint_activations"] = o.checkpoint_activations;

@@ -49,6 +49,7 @@ inline void efficiency_defaults(studies::options& d, const std::string& teacher,
 // its closing stage in kd_micro_batches micro-batches.
 struct efficiency_knobs {
   double e2e_lr = 2e-3, e2e_hidden_mse = 1;
+  long e2e_warmup_steps = 0;
   bool memory_limited = false;
   double lwcl_kd_share = 0, kd_lr = 1e-3;
   index_t kd_micro_batches = 1;
@@ -57,6 +58,8 @@ struct efficiency_knobs {
 inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
   cli.add_option("--e2e-lr", k.e2e_lr, "end-to-end KD's peak learning rate (--lr is the layer-wise methods')")
       ->check(studies::positive);
+  cli.add_option("--e2e-warmup-steps", k.e2e_warmup_steps, "end-to-end KD: steps of a linear learning-rate warm-up "
+                 "before its cosine decay (--warmup-steps is the layer-wise visits')")->check(studies::within(0, 1000000));
   cli.add_option("--e2e-hidden-mse", k.e2e_hidden_mse, "weight of end-to-end KD's last-hidden-state MSE term (0: logit "
                  "KD alone)")->check(studies::non_negative);
   cli.add_option("--lwcl-kd-share", k.lwcl_kd_share, "also lwcl_kd: LWCL closing with end-to-end logit KD on this share "
@@ -85,6 +88,7 @@ distill::e2e_options e2e_options_at(const Comparison& cmp, const efficiency_knob
   eo.lr = k.e2e_lr;
   eo.min_lr = k.e2e_lr / 10;
   eo.hidden_mse_weight = k.e2e_hidden_mse;
+  eo.warmup_steps = k.e2e_warmup_steps;
   return eo;
 }
 
@@ -200,6 +204,8 @@ inline std::vector<column> efficiency_columns(const studies::options& o) {
           {"flops_to_target_ratio", "FLOPs x e2e to target", unit::ratio},
           {"reached_target", "reached", unit::reached},
           {"equal_budget_ppl_ratio", "ppl / e2e at equal budget", unit::ratio}};
+  for (const int q : gain_levels())  // wall time to a share of end-to-end KD's gain (time_to_target.hpp)
+    c.push_back({time_to_level_key(q), report::format("wall x e2e to %d%% of its gain", q), unit::ratio});
   const auto tasks = mc_tasks(o);
   for (std::size_t i = 0; i < tasks.size(); ++i)
     c.insert(c.begin() + 2 + static_cast<std::ptrdiff_t>(i), {"mc_" + tasks[i] + "_acc", "acc " + tasks[i], unit::ratio});
@@ -211,7 +217,9 @@ inline std::vector<column> efficiency_columns(const studies::options& o) {
 inline json method_with_reach(const std::vector<json>& seeds, const json& summary_method) {
   json m = summary_method;
   const std::string name = m.at("name").get<std::string>();
-  for (const char* key : {"time_to_target_ratio", "flops_to_target_ratio"}) {
+  std::vector<std::string> keys = {"time_to_target_ratio", "flops_to_target_ratio"};
+  for (const int q : gain_levels()) keys.push_back(time_to_level_key(q));
+  for (const auto& key : keys) {
     std::vector<double> v;
     for (const auto& r : seeds)
       if (const auto* sm = method_of(r, name); sm && sm->contains(key)) v.push_back(sm->at(key).get<double>());

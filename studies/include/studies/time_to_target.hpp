@@ -4,8 +4,10 @@
 // seconds and FLOPs at which its curve first reaches that target, over what end-to-end KD spent to first
 // reach it; the perplexity at the common budget and the peak memory, both against end-to-end KD's. The
 // figures go into each row's details (and so into the seeds' summary), the lines into the comparison's
-// notes; the returned object is report.json's "summary". lwcl_vs_kd and paper_repro's efficiency
-// tables call it after their runs.
+// notes; the returned object is report.json's "summary". Also the same at lower quality levels: the
+// time each side takes to cover a share q of end-to-end KD's gain (from the pruned student's point,
+// the curves' first, to its final one), q in gain_levels(), where a method that converges faster
+// early shows. lwcl_vs_kd and paper_repro's efficiency tables call it after their runs.
 
 #include <optional>
 #include <string>
@@ -20,10 +22,24 @@
 
 namespace lwcl::studies {
 
+// The shares of end-to-end KD's gain at which the time to quality is also read, in percent.
+inline const std::vector<int>& gain_levels() {
+  static const std::vector<int> levels = {50, 90};
+  return levels;
+}
+
+// The detail key of a layer-wise row's wall time to `percent` of end-to-end KD's gain, over end-to-end KD's.
+inline std::string time_to_level_key(int percent) { return "time_to_gain" + std::to_string(percent) + "_ratio"; }
+
+// The quality at `percent` of the gain from `start` (the pruned student's) to `end` (end-to-end KD's final).
+inline double gain_level_target(double start, double end, int percent) { return start - percent / 100.0 * (start - end); }
+
 // The detail columns time_to_target fills, for comparison::columns.
 inline std::vector<std::string> time_to_target_columns() {
-  return {"train_flops", "cpu_seconds", "time_to_target_ratio", "flops_to_target_ratio", "equal_budget_ppl_ratio",
-          "peak_compute_ratio"};
+  std::vector<std::string> c = {"train_flops", "cpu_seconds", "time_to_target_ratio", "flops_to_target_ratio",
+                                "equal_budget_ppl_ratio", "peak_compute_ratio"};
+  for (const int q : gain_levels()) c.push_back(time_to_level_key(q));
+  return c;
 }
 
 // `Comparison`: a studies::comparison (reaching, curve_sample, note). `kd` and every row of `layerwise`
@@ -81,6 +97,25 @@ nlohmann::ordered_json time_to_target(Comparison& cmp, const method_row& kd, con
                     "whole-run peak %.3f x %s's", r->name.c_str(), r->val_ppl, kd.name.c_str(), kd.val_ppl,
                     r->val_ppl / kd.val_ppl, r->peak_compute_bytes / kd.peak_compute_bytes,
                     r->run_peak_compute_bytes / kd.run_peak_compute_bytes, kd.name.c_str()));
+    // Lower levels of quality: a share of end-to-end KD's gain over the pruned student.
+    const auto& kc = kd.details.at("curve");
+    const double start = kc.front().at("ppl").get<double>();
+    for (const int q : gain_levels()) {
+      if (!(start > target)) break;  // no gain to share out
+      const double level = gain_level_target(start, target, q);
+      const auto kd_level = cmp.reaching(kd, level), at = cmp.reaching(*r, level);
+      if (!kd_level || !(kd_level->seconds > 0)) continue;
+      if (at) {
+        d[time_to_level_key(q)] = at->seconds / kd_level->seconds;
+        s["time_ratio_gain" + std::to_string(q)] = d[time_to_level_key(q)];
+        cmp.note(format("%s covers %d%% of %s's gain (perplexity %.3f) after %.1f s against its %.1f s (%.3f x)",
+                        r->name.c_str(), q, kd.name.c_str(), level, at->seconds, kd_level->seconds,
+                        at->seconds / kd_level->seconds));
+      } else {
+        cmp.note(format("%s does not cover %d%% of %s's gain (perplexity %.3f) within the budget", r->name.c_str(), q,
+                        kd.name.c_str(), level));
+      }
+    }
     summary[r->name] = s;
   }
   return summary;
