@@ -278,7 +278,12 @@ struct seed_run {
   std::unique_ptr<enc_t> pruned;
   std::vector<index_t> boundaries;
   std::vector<row> rows;
-  long every = 0;  // steps between curve points (0: no curve)
+  // The curves (--curve-points > 0): the layer-wise runs' before the first visit and after each visit
+  // (and every `every` steps of a closing KD stage), end-to-end distillation's every `every` steps, or
+  // under a seconds budget every `every_seconds` training seconds; both before the first step and at the end.
+  bool curves = false;
+  long every = 0;
+  double every_seconds = 0;
 
   seed_run(const study& s, std::uint64_t seed, fs::path d)
       : sy(s), dir(std::move(d)), loader(*s.train, s.st.o.batch, s.st.o.seq, studies::seeded(0x5EED, seed), {s.cls, s.sep}),
@@ -286,7 +291,9 @@ struct seed_run {
     fs::create_directories(dir);
     prune();
     const long steps = static_cast<long>(sy.total.steps_at(sy.st.o.batch * sy.st.o.seq));
-    every = sy.st.o.curve_points > 0 && steps > 0 ? std::max<long>(1, steps / sy.st.o.curve_points) : 0;
+    curves = sy.st.o.curve_points > 0;
+    every = curves && steps > 0 ? std::max<long>(1, steps / sy.st.o.curve_points) : 0;
+    every_seconds = curves && sy.total.unit == distill::budget_unit::seconds ? sy.total.amount / sy.st.o.curve_points : 0;
   }
 
   // Layer-wise recovery under the bundle of the host cache and `entries` (the default bundle's otherwise).
@@ -298,7 +305,7 @@ struct seed_run {
     studies::visit_schedule_options(po, sy.st.o);
     po.student_as.tokenizer_from = sy.st.model;  // the student folder loads with the teacher's tokenizer
     po.resume = false;
-    if (every > 0) po.probe = [&](const distill::student_state& st) { return sy.distance(*st.to_encoder(sy.be)); };
+    if (curves) po.probe = [&](const distill::student_state& st) { return sy.distance(*st.to_encoder(sy.be)); };
     po.eval_every = every;
     auto st = distill::student_state::of(*pruned);
     std::printf("%s: layer-wise, budget %s\n", name.c_str(), sy.total.str().c_str());
@@ -316,8 +323,9 @@ struct seed_run {
     eo.objective = objective;
     eo.set_budget(sy.total, sy.st.o.batch * sy.st.o.seq);
     auto student = prune::apply_plan(*pruned, prune::keep_all(pruned->config()));
-    if (every > 0) eo.probe = [&] { return sy.distance(*student); };
+    if (curves) eo.probe = [&] { return sy.distance(*student); };
     eo.eval_every = every;
+    eo.eval_every_seconds = every_seconds;
     std::printf("%s: end to end on the %s, teacher and student resident, budget %s\n", name.c_str(),
                 std::string(distill::objective_name(objective)).c_str(), sy.total.str().c_str());
     fs::remove_all(dir / name);

@@ -22,6 +22,9 @@ grep -q "seed 0 finished before with the same configuration" "$work/width_again.
   { echo "minilm_program: the second start did not read back seed 0 alone" >&2; exit 1; }
 # Some recoveries only, end-to-end distillation at its own rate after a warm-up.
 "$x" "${common[@]}" --budget steps:12 --only e2e_embedding,lwcl --e2e-lr 3e-3 --e2e-warmup-steps 3 --out "$work/only" > "$work/only.txt"
+# Under a seconds budget the curves are taken every budget / --curve-points seconds (end to end) and after
+# every visit (layer-wise), and the cost to target is read off them.
+"$x" "${common[@]}" --budget 3 --curve-points 3 --only lwcl,e2e_embedding --out "$work/timed" > "$work/timed.txt"
 # Refused with a message naming what was wrong: an unknown recovery, none at all, a negative warm-up.
 refused() {  # refused <expected text> <options...>
   local want=$1 rc
@@ -129,6 +132,11 @@ assert len(lrs) == 12, lrs
 for s in (1, 2, 3):
     assert abs(lrs[s - 1] - 3e-3 * s / 3) < 1e-15, lrs
 assert abs(lrs[11] - 3e-4) < 1e-15, lrs  # the cosine's floor, a tenth of the peak, at the last step
+timed = {x["name"]: x for x in json.load(open(os.path.join(work, "timed", "report.json")))["methods"]}
+kd = timed["e2e_embedding"]["curve"]
+assert len(kd) >= 3 and kd[0]["step"] == 0 and kd[-1]["seconds"] >= 2, kd
+assert len(timed["lwcl"]["curve"]) >= 2 and timed["lwcl"]["curve"][0]["ppl"] == kd[0]["ppl"], timed["lwcl"]["curve"]
+assert timed["lwcl"]["reached_target"] == (1 if reach(timed["lwcl"]["curve"], kd[-1]["ppl"]) else 0), timed["lwcl"]
 m = check_seed(os.path.join(work, "depth"), 8, 3)
 b = m["pruned"]["boundaries"]
 assert len(b) == 4 and b[0] == 0 and b[-1] == 6 and b == sorted(set(b)), b
