@@ -6,7 +6,8 @@ setting and, with --base METHOD=DIR, the change of the mean against that method'
 setting bought); then the setting with the lowest mean validation perplexity, and its test figure.
 minilm_compress runs are read the same way with the embedding cosine with the teacher in place of
 perplexity (the highest mean validation cosine chosen).
-   tune_table.py [--base METHOD=DIR]... <run dir per setting>..."""
+   tune_table.py [--base METHOD=DIR]... <run dir per setting>...
+   tune_table.py --self-test"""
 import json
 import os
 import sys
@@ -72,5 +73,58 @@ def main(args):
         print(f"| {n} | {os.path.basename(d)} | `{label}` | {pm(m[vk], digits)} | {pm(m[tk], digits)} |")
 
 
+def self_test():
+    """Two sweeps written the way the programs write them, one of perplexities (lower is better) and one
+    of cosines (higher is better): the choice, the columns and the change against a base run."""
+    import contextlib
+    import io
+    import tempfile
+
+    def fig(mean, sd=0.01):
+        return {"mean": mean, "sd": sd, "values": [mean]}
+
+    def write(root, name, flags, methods, cfg):
+        d = os.path.join(root, name)
+        os.makedirs(d)
+        json.dump({"methods": methods}, open(os.path.join(d, "report.json"), "w"))
+        json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+        if flags is not None:
+            open(d + ".flags", "w").write(flags + "\n")
+        return d
+
+    def run(args):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            main(list(args))
+        return out.getvalue()
+
+    def chosen(text):
+        rows = text.split("chosen on validation, reported on test:")[1].strip().splitlines()[2:]
+        return {r.split("|")[1].strip(): r.split("|")[2].strip() for r in rows}
+
+    with tempfile.TemporaryDirectory() as root:
+        ppl = [write(root, "a", "--lr 1e-3", [{"name": "teacher"}, {"name": "lwcl", "val_ppl": fig(30.0), "test_ppl": fig(31.0)}],
+                     {"lr": 1e-3}),
+               write(root, "b", None, [{"name": "lwcl", "val_ppl": fig(29.0), "test_ppl": fig(29.5)},
+                                       {"name": "e2e_kd", "val_ppl": fig(28.0), "test_ppl": fig(28.5)}], {"lr": 4e-3})]
+        text = run(["--base", "lwcl=" + ppl[0]] + ppl)
+        assert "| val ppl | test ppl |" in text, text
+        assert chosen(text) == {"lwcl": "b", "e2e_kd": "b"}, chosen(text)
+        assert "`--lr 0.004`" in text and "`--lr 1e-3`" in text, text  # flags beside the run, or its rate
+        assert "| -3.33% |" in text, text  # b's lwcl against a's: 29 / 30 - 1
+        cos = [write(root, "c", "--e2e-lr 3e-4", [{"name": "e2e_embedding", "cosine": fig(0.80), "test_cosine": fig(0.81)}],
+                     {"lr": 1e-3}),
+               write(root, "d", "--e2e-lr 1e-3", [{"name": "e2e_embedding", "cosine": fig(0.77), "test_cosine": fig(0.78)}],
+                     {"lr": 1e-3})]
+        text = run(cos)
+        assert "| val cosine | test cosine |" in text, text
+        assert chosen(text) == {"e2e_embedding": "c"}, chosen(text)  # the higher cosine
+        assert "0.8100 +- 0.0100" in text, text
+    print("tune_table.py: self-test passed")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+    else:
+        main(sys.argv[1:])

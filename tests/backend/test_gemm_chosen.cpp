@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -175,6 +176,27 @@ TEST_CASE("every compiled-in GEMM provider, forced in turn, equals a double-prec
       gemm::choice::run_on(p, c.ta, c.tb, c.M, c.N, c.K, alpha, A, lda, B, ldb, beta, C, ldc);
     });
     MESSAGE(gemm::choice::name_of(p), ": largest f32 error relative to double ", worst);
+  }
+}
+
+TEST_CASE("every compiled-in GEMM provider, forced in turn: beta 0 ignores C, K 0 scales C by beta, M or N 0 writes "
+          "nothing") {
+  const float A[4] = {1, 2, 3, 4}, B[4] = {1, 1, 1, 1};
+  for (provider p : gemm::choice::compiled_in()) {
+    CAPTURE(gemm::choice::name_of(p));
+    float C[4] = {NAN, NAN, NAN, NAN};
+    gemm::choice::run_on(p, false, false, 2, 2, 2, 1.0f, A, 2, B, 2, 0.0f, C, 2);
+    CHECK(std::vector<float>(C, C + 4) == std::vector<float>{3, 3, 7, 7});
+    float D[4] = {1, 2, 3, 4};  // an empty inner dimension: C = beta C
+    gemm::choice::run_on(p, false, false, 2, 2, 0, 1.0f, A, 2, B, 2, 3.0f, D, 2);
+    CHECK(std::vector<float>(D, D + 4) == std::vector<float>{3, 6, 9, 12});
+    float E[4] = {NAN, NAN, NAN, NAN};
+    gemm::choice::run_on(p, false, false, 2, 2, 0, 1.0f, A, 2, B, 2, 0.0f, E, 2);
+    CHECK(std::vector<float>(E, E + 4) == std::vector<float>{0, 0, 0, 0});
+    float F[1] = {5};
+    gemm::choice::run_on(p, false, false, 0, 1, 1, 1.0f, A, 1, B, 1, 0.0f, F, 1);
+    gemm::choice::run_on(p, false, false, 1, 0, 1, 1.0f, A, 1, B, 1, 0.0f, F, 1);
+    CHECK(F[0] == 5);
   }
 }
 

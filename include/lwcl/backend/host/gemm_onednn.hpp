@@ -19,6 +19,12 @@ struct onednn {
 
   static void run(bool ta, bool tb, index_t M, index_t N, index_t K, float alpha, const float* A, index_t lda,
                   const float* B, index_t ldb, float beta, float* C, index_t ldc) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) {  // C = beta C: dnnl_sgemm (oneDNN 2.6) leaves C as it was for an empty inner dimension
+      for (index_t i = 0; i < M; ++i)
+        for (index_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
+      return;
+    }
     const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     check(status == dnnl_success, "gemm::onednn: dnnl_sgemm(", ta ? 'T' : 'N', ", ", tb ? 'T' : 'N', ", M=", M, ", N=", N,
           ", K=", K, ", lda=", lda, ", ldb=", ldb, ", ldc=", ldc, ") failed: ", dnnl_status2str(status));
