@@ -565,7 +565,7 @@ int minilm_main(int argc, char** argv) {
           }
         }
         seed_run run(sy, s, dir);
-          if (ran("lwcl")) run.layerwise("lwcl");
+        if (ran("lwcl")) run.layerwise("lwcl");
         if (ran("layerwise_no_curriculum"))
           run.layerwise("layerwise_no_curriculum", slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}));
         if (ran("e2e_embedding")) run.end_to_end("e2e_embedding", distill::encoder_objective::embedding);
