@@ -48,6 +48,8 @@ struct knobs {
   double lwcl_lr = 0, e2e_lr = 2e-3;  // 0: --lr (the defaults: see the top)
   double final_kd_share = 0;       // > 0: LWCL closes with end-to-end logit KD on this share of its budget
   double kd_lr = 0;                // that stage's peak learning rate (0: LWCL's)
+  double kd_hidden_mse = 0;        // that stage's last-hidden-state MSE weight (0: logit KD alone)
+  long kd_warmup_steps = 0;        // that stage's warm-up steps
   double cosine_weight = 0;        // > 0: LWCL's local loss is nmse + w * cosine
   bool growth = false;             // LWCL's segments grow (segmentation::growing) instead of one layer each
   std::vector<double> ramp;        // START,END: LWCL ramps to student inputs instead of its two stages
@@ -67,6 +69,10 @@ void add_knobs(CLI::App& cli, knobs& k) {
                  "(0: none)")->check(studies::within(0.0, 0.9));
   cli.add_option("--kd-lr", k.kd_lr, "peak learning rate of LWCL's closing KD stage, decaying to a tenth (0: LWCL's)")
       ->check(studies::non_negative);
+  cli.add_option("--kd-hidden-mse", k.kd_hidden_mse, "LWCL's closing KD stage: weight of a last-hidden-state MSE term "
+                 "beside the logit KL (0: none)")->check(studies::non_negative);
+  cli.add_option("--kd-warmup-steps", k.kd_warmup_steps, "LWCL's closing KD stage: steps of a linear learning-rate "
+                 "warm-up")->check(studies::within(0, 1000000));
   cli.add_option("--cosine-weight", k.cosine_weight, "LWCL's local loss nmse + w * cosine (0: nmse alone)")
       ->check(studies::non_negative);
   cli.add_flag("--growth", k.growth, "LWCL's segments grow stage by stage, 1, 2, 4, ... layers (segmentation::growing), "
@@ -95,6 +101,8 @@ studies::method_row& run_lwcl(experiments::comparison& cmp, const knobs& k) {
   }
   po.final_kd_share = k.final_kd_share > 0 ? k.final_kd_share : po.final_kd_share;
   po.kd_lr = k.kd_lr;
+  po.kd_hidden_mse = k.kd_hidden_mse;
+  po.kd_warmup_steps = k.kd_warmup_steps;
   const bool final_kd = k.final_kd_share > 0;
   const auto with_loss = [&](auto... entries) -> studies::method_row& {
     if (k.cosine_weight > 0) {

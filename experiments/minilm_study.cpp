@@ -24,6 +24,7 @@
 #include "lwcl/model/tokenizer/wordpiece.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
 #include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "lwcl/policies/curriculum/two_stage.hpp"
 #include "lwcl/policies/pruning/uniform.hpp"
 #include "lwcl/core/program.hpp"
 #include "studies/cli.hpp"
@@ -51,6 +52,10 @@ struct settings {
   // 3e-4, 1e-3, 3e-3, against 1e-3 for the layer-wise visits); 0: o.lr.
   double e2e_lr = 3e-4;
   long e2e_warmup_steps = 0;
+  // lwcl_kd: LWCL whose curriculum closes with end-to-end distillation on the sentence embedding for
+  // kd_share of the budget, at peak rate kd_lr (0: e2e_lr) after kd_warmup_steps of warm-up.
+  double kd_share = 0.5, kd_lr = 0;
+  long kd_warmup_steps = 0;
 
   settings() {
     const char* models = std::getenv("LWCL_MODELS");
@@ -71,8 +76,14 @@ void add_options(CLI::App& app, settings& st) {
   app.get_option("--seq")->description("tokens per training sequence, [CLS] and [SEP] included")->check(studies::within(3, 512));
   app.add_option("--pool", st.pool, "held-out sentences judged (and neighbours searched among)")->check(studies::within(12, 1000000));
   app.add_option("--curve-pool", st.curve_pool, "sentences of the curves' pool")->check(studies::within(2, 100000));
-  app.add_option("--only", st.only, "the recoveries run, comma-separated, of lwcl, layerwise_no_curriculum, e2e_embedding "
-                 "and e2e_hidden (the cost to target is read off e2e_embedding's curve: with it only)");
+  app.add_option("--only", st.only, "the recoveries run, comma-separated, of lwcl, lwcl_kd (LWCL closed by end-to-end "
+                 "distillation on the embedding), layerwise_no_curriculum, e2e_embedding and e2e_hidden (the cost to target "
+                 "is read off e2e_embedding's curve: with it only)");
+  app.add_option("--kd-share", st.kd_share, "lwcl_kd: the share of the budget its closing end-to-end stage gets")
+      ->check(CLI::Range(0.05, 0.95));
+  app.add_option("--kd-lr", st.kd_lr, "lwcl_kd: its closing stage's peak learning rate (0: --e2e-lr)")->check(studies::non_negative);
+  app.add_option("--kd-warmup-steps", st.kd_warmup_steps, "lwcl_kd: steps of its closing stage's learning-rate warm-up")
+      ->check(studies::within(0, 1000000));
   app.add_option("--e2e-lr", st.e2e_lr, "end-to-end distillation's peak learning rate (3e-4 unless given, chosen on validation; 0: --lr, the "
                  "layer-wise rate)")
       ->check(studies::non_negative);
@@ -83,18 +94,21 @@ void add_options(CLI::App& app, settings& st) {
 
 // The recoveries of --only, in the study's order; a name that is not one of them is refused.
 std::vector<std::string> methods_run(const settings& st) {
-  const std::vector<std::string> all = {"lwcl", "layerwise_no_curriculum", "e2e_embedding", "e2e_hidden"};
+  const std::vector<std::string> all = {"lwcl", "lwcl_kd", "layerwise_no_curriculum", "e2e_embedding", "e2e_hidden"};
   const auto asked = studies::split_list(st.only);
-  check(!asked.empty(), "minilm_compress: --only names no recovery (expected some of lwcl, layerwise_no_curriculum, "
+  check(!asked.empty(), "minilm_compress: --only names no recovery (expected some of lwcl, lwcl_kd, layerwise_no_curriculum, "
         "e2e_embedding, e2e_hidden)");
   for (const auto& a : asked)
     check(std::find(all.begin(), all.end(), a) != all.end(), "minilm_compress: --only names '", a,
-          "', expected some of lwcl, layerwise_no_curriculum, e2e_embedding, e2e_hidden");
+          "', expected some of lwcl, lwcl_kd, layerwise_no_curriculum, e2e_embedding, e2e_hidden");
   std::vector<std::string> out;
   for (const auto& m : all)
     if (std::find(asked.begin(), asked.end(), m) != asked.end()) out.push_back(m);
   return out;
 }
+
+// lwcl_kd's closing rate: --kd-lr, else end-to-end distillation's.
+double kd_rate(const settings& st) { return st.kd_lr > 0 ? st.kd_lr : st.e2e_lr > 0 ? st.e2e_lr : st.o.lr; }
 
 nlohmann::ordered_json config_json(const settings& st, const distill::budget& total) {
   const auto& o = st.o;
@@ -106,7 +120,8 @@ nlohmann::ordered_json config_json(const settings& st, const distill::budget& to
           {"test_split", o.test_split},    {"seeds", o.seeds},  {"seed", o.seed},
           {"warmup_steps", o.warmup_steps}, {"min_visit_steps", o.min_visit_steps}, {"budget_share", o.budget_share},
           {"keep_optimizer_state", o.keep_optimizer_state}, {"only", methods_run(st)},
-          {"e2e_lr", st.e2e_lr > 0 ? st.e2e_lr : o.lr}, {"e2e_warmup_steps", st.e2e_warmup_steps}};
+          {"e2e_lr", st.e2e_lr > 0 ? st.e2e_lr : o.lr}, {"e2e_warmup_steps", st.e2e_warmup_steps},
+          {"kd_share", st.kd_share}, {"kd_lr", kd_rate(st)}, {"kd_warmup_steps", st.kd_warmup_steps}};
 }
 
 // Sentence embeddings (mean-pooled last hidden states, unit length) of each sequence, one forward of
@@ -265,11 +280,14 @@ nlohmann::ordered_json cost_figures(const distill::e2e_result& e) {
           {"wall_seconds", e.seconds},                  {"cpu_seconds", e.cpu_seconds},
           {"train_flops", e.flops},                     {"steps", e.steps}};
 }
+// A layer-wise run's training peak: its largest visit's, or its closing end-to-end stage's where that is larger.
 nlohmann::ordered_json cost_figures(const distill::pipeline_result& p) {
-  return {{"peak_compute_bytes", p.peak_compute_bytes}, {"run_peak_compute_bytes", p.run_peak_compute_bytes},
+  return {{"peak_compute_bytes", std::max(p.peak_compute_bytes, p.kd_peak_compute_bytes)},
+          {"run_peak_compute_bytes", p.run_peak_compute_bytes},
           {"run_peak_total_bytes", p.run_peak_total_bytes}, {"wall_seconds", p.seconds},
           {"cpu_seconds", p.cpu_seconds},               {"train_flops", p.flops},
-          {"steps", p.segment_steps},                   {"peak_cache_bytes", p.peak_cache_bytes}};
+          {"steps", p.segment_steps + p.kd_steps},      {"closing_steps", p.kd_steps},
+          {"peak_cache_bytes", p.peak_cache_bytes}};
 }
 
 // One seed: its calibration sample and data order, the teacher pruned (depth by block influence, then
@@ -300,16 +318,24 @@ struct seed_run {
   }
 
   // Layer-wise recovery under the bundle of the host cache and `entries` (the default bundle's otherwise).
+  // kd: the curriculum closes with end-to-end distillation on the embedding (lwcl_kd's options).
   template <class... Entries>
-  void layerwise(const std::string& name, Entries... entries) {
+  void layerwise(const std::string& name, bool kd, Entries... entries) {
     const auto bundle = make_policies(slot<key::pruning>(policies::pruning::wanda_sp{}),
                                       slot<key::cache>(policies::cache::host{}), entries...);
     distill::pipeline_options po = studies::recovery_options(sy.total, sy.st.o.lr, sy.st.o.feature_batches);
     studies::visit_schedule_options(po, sy.st.o);
+    if (kd) {
+      po.final_kd_share = sy.st.kd_share;
+      po.kd_lr = kd_rate(sy.st);
+      po.kd_warmup_steps = sy.st.kd_warmup_steps;
+      po.kd_encoder_objective = distill::encoder_objective::embedding;
+    }
     po.student_as.tokenizer_from = sy.st.model;  // the student folder loads with the teacher's tokenizer
     po.resume = false;
     if (curves) po.probe = [&](const distill::student_state& st) { return sy.distance(*st.to_encoder(sy.be)); };
     po.eval_every = every;
+    po.eval_every_seconds = every_seconds;  // the closing stage's points (the visits' come at their ends)
     auto st = distill::student_state::of(*pruned);
     std::printf("%s: layer-wise, budget %s\n", name.c_str(), sy.total.str().c_str());
     const bool rss = reset_peak_resident();
@@ -353,7 +379,7 @@ struct seed_run {
     const double target = kc.back().ppl;
     const auto kr = distill::first_reaching(kc, target);
     for (auto& r : rows) {
-      if (r.name != "lwcl" && r.name != "layerwise_no_curriculum") continue;
+      if (r.name != "lwcl" && r.name != "lwcl_kd" && r.name != "layerwise_no_curriculum") continue;
       const auto c = r.fig.at("curve").get<std::vector<distill::curve_point>>();
       const auto at = distill::first_reaching(c, target);
       r.fig["reached_target"] = at ? 1 : 0;
@@ -362,13 +388,8 @@ struct seed_run {
         r.fig["flops_to_target_ratio"] = at->flops / kr->flops;
       }
       // The wall time to shares of the reference's gain over the pruned student (the curves' first point).
-      const double start = kc.front().ppl;
-      for (const int q : studies::gain_levels()) {
-        if (!(start > target)) break;
-        const double level = studies::gain_level_target(start, target, q);
-        const auto kl = distill::first_reaching(kc, level), rl = distill::first_reaching(c, level);
-        if (kl && kl->seconds > 0 && rl) r.fig[studies::time_to_level_key(q)] = rl->seconds / kl->seconds;
-      }
+      for (const auto& g : studies::gain_level_reaches(kc, c))
+        if (g.seconds) r.fig[studies::time_to_level_key(g.percent)] = *g.seconds / g.reference_seconds;
     }
   }
 
@@ -565,9 +586,15 @@ int minilm_main(int argc, char** argv) {
           }
         }
         seed_run run(sy, s, dir);
-        if (ran("lwcl")) run.layerwise("lwcl");
+        if (ran("lwcl")) run.layerwise("lwcl", false);
+        if (ran("lwcl_kd")) {
+          cur::two_stage<> closing;
+          closing.final_kd = true;
+          run.layerwise("lwcl_kd", true, slot<key::curriculum>(closing));
+        }
         if (ran("layerwise_no_curriculum"))
-          run.layerwise("layerwise_no_curriculum", slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}));
+          run.layerwise("layerwise_no_curriculum", false,
+                        slot<key::curriculum>(cur::curriculum<cur::front_to_back, cur::teacher_inputs>{}));
         if (ran("e2e_embedding")) run.end_to_end("e2e_embedding", distill::encoder_objective::embedding);
         if (ran("e2e_hidden")) run.end_to_end("e2e_hidden", distill::encoder_objective::hidden);
         if (st.o.curve_points > 0 && ran("e2e_embedding")) run.time_to_target("e2e_embedding");

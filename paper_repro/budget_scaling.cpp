@@ -148,9 +148,10 @@ int main(int argc, char** argv) {
         for (const auto& name : methods) {
           if (name == "e2e_kd") continue;
           const auto& lw = test[name].back();
+          const std::string seg_prefix = "lwcl_seg";
           const std::string label = name == "lwcl"      ? "LWCL"
                                     : name == "lwcl_kd" ? "LWCL + closing KD"
-                                                        : "LWCL on " + name.substr(8) + "-layer segments";
+                                                        : "LWCL on " + name.substr(seg_prefix.size()) + "-layer segments";
           if (lw && kd)
             notes.push_back(report::format("- %s at %s: test perplexity %s %.3f +- %.3f, end-to-end KD %.3f +- %.3f: %s "
                                            "%s by %.3f (%s the larger sd)", s.name.c_str(), budget.c_str(), label.c_str(), lw->mean,

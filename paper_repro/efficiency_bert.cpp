@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "minilm_study.hpp"
@@ -100,24 +101,27 @@ pr::table setting_table(const pr::json& rep, const pr::setting& s, std::vector<s
   return t;
 }
 
-// The notes under a setting's table: LWCL's test cosine and peak against each end-to-end student's, and
-// how often it reached e2e_embedding's final distance.
+// The notes under a setting's table: each layer-wise method's test cosine and peak (LWCL's; lwcl_kd's,
+// LWCL closed by end-to-end distillation, where it ran) against each end-to-end student's, and how
+// often it reached e2e_embedding's final distance.
 void add_notes(const pr::json& rep, const pr::setting& s, std::vector<std::string>& notes) {
-  const auto* lw = pr::method_of(rep, "lwcl");
-  for (const char* kd_name : {"e2e_embedding", "e2e_hidden"}) {
-    const auto* kd = pr::method_of(rep, kd_name);
-    if (!lw || !kd) continue;
-    const auto c = pr::figure(*lw, "test_cosine"), kc = pr::figure(*kd, "test_cosine");
-    const auto p = pr::figure(*lw, "peak_compute_bytes"), kp = pr::figure(*kd, "peak_compute_bytes");
-    if (c && kc && p && kp && kp->mean > 0)
-      notes.push_back(report::format("- %s: LWCL's test cosine %.4f against %s's %.4f, at %.2f x its training peak.",
-                                     s.name.c_str(), c->mean, kd_name, kc->mean, p->mean / kp->mean));
-  }
-  if (lw) {
+  for (const char* lw_name : {"lwcl", "lwcl_kd"}) {
+    const auto* lw = pr::method_of(rep, lw_name);
+    if (!lw) continue;
+    const char* who = std::string_view(lw_name) == "lwcl" ? "LWCL" : "LWCL closed end to end (lwcl_kd)";
+    for (const char* kd_name : {"e2e_embedding", "e2e_hidden"}) {
+      const auto* kd = pr::method_of(rep, kd_name);
+      if (!kd) continue;
+      const auto c = pr::figure(*lw, "test_cosine"), kc = pr::figure(*kd, "test_cosine");
+      const auto p = pr::figure(*lw, "peak_compute_bytes"), kp = pr::figure(*kd, "peak_compute_bytes");
+      if (c && kc && p && kp && kp->mean > 0)
+        notes.push_back(report::format("- %s: %s's test cosine %.4f against %s's %.4f, at %.2f x its training peak.",
+                                       s.name.c_str(), who, c->mean, kd_name, kc->mean, p->mean / kp->mean));
+    }
     const auto reached = pr::figure(*lw, "reached_target"), time = pr::figure(*lw, "time_to_target_ratio");
     if (reached)
-      notes.push_back(report::format("- %s: LWCL reaches e2e_embedding's final distance in %d of %d seeds%s.",
-                                     s.name.c_str(), static_cast<int>(std::lround(reached->mean * reached->n)),
+      notes.push_back(report::format("- %s: %s reaches e2e_embedding's final distance in %d of %d seeds%s.",
+                                     s.name.c_str(), who, static_cast<int>(std::lround(reached->mean * reached->n)),
                                      reached->n, time ? report::format(", at %.2f x its wall time", time->mean).c_str() : ""));
   }
 }

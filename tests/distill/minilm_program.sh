@@ -22,6 +22,9 @@ grep -q "seed 0 finished before with the same configuration" "$work/width_again.
   { echo "minilm_program: the second start did not read back seed 0 alone" >&2; exit 1; }
 # Some recoveries only, end-to-end distillation at its own rate after a warm-up.
 "$x" "${common[@]}" --budget steps:12 --only e2e_embedding,lwcl --e2e-lr 3e-3 --e2e-warmup-steps 3 --out "$work/only" > "$work/only.txt"
+# LWCL closed by end-to-end distillation on the embedding for half of its budget, at its own rate.
+"$x" "${common[@]}" --budget steps:24 --curve-points 4 --curve-pool 8 --only lwcl_kd,e2e_embedding --kd-share 0.5 --kd-lr 2e-3 \
+  --out "$work/closing" > "$work/closing.txt"
 # Under a seconds budget the curves are taken every budget / --curve-points seconds (end to end) and after
 # every visit (layer-wise), and the cost to target is read off them.
 "$x" "${common[@]}" --budget 3 --curve-points 3 --only lwcl,e2e_embedding --out "$work/timed" > "$work/timed.txt"
@@ -36,7 +39,8 @@ refused() {  # refused <expected text> <options...>
   [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -q -- "$want" "$work/bad_only.txt" ||
     { echo "minilm_program: '$*' gave $rc: $(cat "$work/bad_only.txt")" >&2; exit 1; }
 }
-refused "only names 'e2e', expected some of lwcl, layerwise_no_curriculum" --only lwcl,e2e
+refused "only names 'e2e', expected some of lwcl, lwcl_kd, layerwise_no_curriculum" --only lwcl,e2e
+refused "kd-share" --kd-share 1
 refused "only names no recovery" --only ,
 refused "e2e-warmup-steps" --e2e-warmup-steps -1
 set +e
@@ -137,8 +141,24 @@ kd = timed["e2e_embedding"]["curve"]
 assert len(kd) >= 3 and kd[0]["step"] == 0 and kd[-1]["seconds"] >= 2, kd
 assert len(timed["lwcl"]["curve"]) >= 2 and timed["lwcl"]["curve"][0]["ppl"] == kd[0]["ppl"], timed["lwcl"]["curve"]
 assert timed["lwcl"]["reached_target"] == (1 if reach(timed["lwcl"]["curve"], kd[-1]["ppl"]) else 0), timed["lwcl"]
+# lwcl_kd: the visits on half the steps, the closing stage on the rest, its curve continuing the visits'
+# to the run's last step, its training peak the larger of the two parts', its time to target read off.
+closing = {x["name"]: x for x in json.load(open(os.path.join(work, "closing", "report.json")))["methods"]}
+assert list(closing) == ["teacher", "pruned", "lwcl_kd", "e2e_embedding"], list(closing)
+lk = closing["lwcl_kd"]
+assert lk["closing_steps"] == 12 and lk["steps"] > lk["closing_steps"], lk
+c = lk["curve"]
+assert c[-1]["step"] == lk["steps"] and all(a["step"] <= b["step"] for a, b in zip(c, c[1:])), c
+assert c[-1]["flops"] == lk["train_flops"], (c[-1], lk["train_flops"])
+kd_record = [json.loads(l) for l in open(os.path.join(work, "closing", "lwcl_kd", "metrics.jsonl")) if '"final_kd"' in l]
+assert len(kd_record) == 1 and kd_record[0]["objective"] == "embedding" and kd_record[0]["steps"] == 12, kd_record
+assert kd_record[0]["lr"] == 2e-3, kd_record
+assert lk["peak_compute_bytes"] >= kd_record[0]["peak_compute_bytes"], (lk["peak_compute_bytes"], kd_record)
+assert lk["reached_target"] == (1 if reach(c, closing["e2e_embedding"]["curve"][-1]["ppl"]) else 0), lk
+ccfg = json.load(open(os.path.join(work, "closing", "config.json")))
+assert ccfg["kd_share"] == 0.5 and ccfg["kd_lr"] == 2e-3, ccfg
 m = check_seed(os.path.join(work, "depth"), 8, 3)
 b = m["pruned"]["boundaries"]
 assert len(b) == 4 and b[0] == 0 and b[-1] == 6 and b == sorted(set(b)), b
-print("minilm_program: width with curves and seeds, depth 6 -> 3, reloads and refusals checked")
+print("minilm_program: width with curves and seeds, the closing stage, depth 6 -> 3, reloads and refusals checked")
 PY

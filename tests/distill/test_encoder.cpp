@@ -1,18 +1,21 @@
 // Encoder students (family bert) through the layer-wise pipeline and the end-to-end baselines: an
 // encoder segment's gradient (post-norm blocks, bidirectional attention) against finite differences;
 // the pipeline's teacher features equal to the encoder's own hidden states; a pruned encoder recovered
-// layer-wise, saved as a BertModel folder and reloaded bitwise; the refusals (a logit-KD stage,
-// validation perplexity); the end-to-end objectives' gradients against finite differences and training
+// layer-wise, saved as a BertModel folder and reloaded bitwise; a closing end-to-end stage on the
+// sentence embedding; the refusal of validation perplexity; the end-to-end objectives' gradients against finite differences and training
 // that lowers them; framed loader rows; held-out sentence pools and embedding agreement.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/rng.hpp"
@@ -27,8 +30,7 @@
 #include "lwcl/policies/bundle.hpp"
 #include "lwcl/policies/cache/host.hpp"
 #include "lwcl/policies/curriculum/curriculum.hpp"
-#include "lwcl/policies/curriculum/doubling.hpp"
-#include "lwcl/policies/curriculum/teacher_inputs.hpp"
+#include "lwcl/policies/curriculum/two_stage.hpp"
 #include "lwcl/policies/pruning/magnitude.hpp"
 #include "lwcl/prune/surgery.hpp"
 #include "pruned_fixture.hpp"
@@ -212,14 +214,56 @@ TEST_CASE("pipeline: a pruned encoder recovers layer-wise, is saved as a BertMod
   checkpoint::load_hf_weights(back, folder);
   CHECK(model::host_params(back) == student.params);
 
-  // Refusals: a curriculum closed by logit KD, and validation perplexity.
-  pol::curriculum::curriculum<pol::curriculum::front_to_back, pol::curriculum::teacher_inputs, pol::curriculum::doubling> grown;
-  grown.growth.final_kd = true;
+  // A curriculum closed by final KD: an encoder has no logits, so the closing stage is end-to-end
+  // distillation on the sentence embedding (kd_encoder_objective), which lowers that objective on
+  // held-out batches below where the visits left it.
+  const auto embedding_loss = [&](const model::weights<backend::cpu>& s) {
+    std::vector<std::int32_t> ids, targets;
+    std::vector<double> g;
+    double loss = 0;
+    for (std::uint64_t k = 500; k < 504; ++k) {
+      loader.batch(k, ids, targets);
+      std::vector<double> ht, hs;
+      model::for_each_layer_output(*teacher, ids, 4, 12, [&](index_t b, const tensor& x) { if (b == 4) ht = host_copy(x); });
+      model::for_each_layer_output(s, ids, 4, 12, [&](index_t b, const tensor& x) { if (b == 4) hs = host_copy(x); });
+      loss += distill::e2e_encoder_detail::objective_grad(distill::encoder_objective::embedding, hs, ht, g, 4, 12,
+                                                          teacher->config().d_model);
+    }
+    return loss / 4;
+  };
+  pol::curriculum::two_stage<> closing;
+  closing.final_kd = true;
   auto s2 = distill::student_state::of(*pruned);
   const auto kd_bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::cache>(pol::cache::host{}),
-                                       slot<key::curriculum>(grown));
-  CHECK_THROWS_WITH_AS(distill::make_pipeline(be, kd_bundle, o).run(source, s2, model::identity_boundaries(4), loader, dir / "kd"),
-                       doctest::Contains("an encoder, which has no logits"), lwcl::error);
+                                       slot<key::curriculum>(closing));
+  auto okd = o;
+  okd.final_kd_share = 0.25;
+  okd.kd_lr = 1e-3;
+  okd.probe = [&](const distill::student_state& st) { return embedding_loss(*st.to_encoder(be)); };
+  okd.eval_every = 1000;  // the points the pipeline always takes: the start, each visit's end, the closing stage's end
+  const auto rk = distill::make_pipeline(be, kd_bundle, okd).run(source, s2, model::identity_boundaries(4), loader, dir / "kd");
+  REQUIRE(rk.kd_steps == 60);
+  REQUIRE(rk.curve.size() >= 3);
+  const auto visits_end = std::find_if(rk.curve.rbegin(), rk.curve.rend(),
+                                       [&](const distill::curve_point& q) { return q.step <= rk.segment_steps; });
+  REQUIRE(visits_end != rk.curve.rend());
+  MESSAGE("held-out 1 - cos of the sentence embeddings: pruned ", rk.curve.front().ppl, ", after the visits ",
+          visits_end->ppl, ", after the closing stage ", rk.curve.back().ppl);
+  CHECK(rk.curve.back().step == rk.segment_steps + rk.kd_steps);
+  CHECK(rk.curve.back().ppl == doctest::Approx(embedding_loss(*s2.to_encoder(be))).epsilon(1e-9));
+  CHECK(rk.curve.back().ppl < visits_end->ppl);
+  nlohmann::json kd_record;
+  {
+    std::ifstream metrics(dir / "kd" / "metrics.jsonl");
+    std::string line;
+    while (std::getline(metrics, line))
+      if (auto rec = nlohmann::json::parse(line); rec.value("event", "") == "final_kd") kd_record = rec;
+  }
+  REQUIRE_FALSE(kd_record.is_null());
+  CHECK(kd_record.at("objective") == "embedding");
+  CHECK(kd_record.at("steps") == 60);
+
+  // Refused: validation perplexity.
   auto o2 = o;
   o2.validation_ids.assign(200, 1);
   CHECK_THROWS_WITH_AS(distill::make_pipeline(be, bundle, o2).run(source, s2, model::identity_boundaries(4), loader, dir / "v"),

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -515,6 +516,61 @@ TEST_CASE("pipeline: the final KD stage in micro-batches: the same student withi
   auto student = su.pruned();
   CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, bad).run(su.source(), student, identity4, loader, su.dir / "bad"),
                        doctest::Contains("kd_micro_batches is 3, expected a divisor of the batch of 4 sequences"), lwcl::error);
+}
+
+TEST_CASE("pipeline: the final KD stage with a hidden-state MSE term and a warm-up: the same visits, a larger first loss (f64)") {
+  setup su(dtype::f64, "lwcl_test_pipeline_kd_hidden");
+  const data::batch_loader loader(*su.shard, 4, 8, 5);
+  pol::curriculum::two_stage<> cur;
+  cur.final_kd = true;
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::curriculum>(cur));
+  const auto run = [&](double hidden, long warmup, const char* name) {
+    auto opts = quiet(40);
+    opts.final_kd_share = 0.25;
+    opts.kd_hidden_mse = hidden;
+    opts.kd_warmup_steps = warmup;
+    auto student = su.pruned();
+    const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, su.dir / name);
+    nlohmann::json kd;
+    std::ifstream metrics(su.dir / name / "metrics.jsonl");
+    std::string line;
+    while (std::getline(metrics, line)) {
+      auto rec = nlohmann::json::parse(line);
+      if (rec.value("event", "") == "final_kd") kd = rec;
+    }
+    return std::tuple{student, r, kd};
+  };
+  const auto [plain, rp, kp] = run(0, 0, "plain");
+  const auto [hidden, rh, kh] = run(0.5, 0, "hidden");
+  const auto [warm, rw, kw] = run(0.5, 4, "warm");
+  REQUIRE(rp.kd_steps == 10);
+  REQUIRE_FALSE(kp.is_null());
+  CHECK(rh.kd_steps == rp.kd_steps);
+  CHECK(rh.segment_steps == rp.segment_steps);
+  // The visits are the same, so the closing stage starts from the same student on the same batch: its
+  // first loss is the logit KL plus half the hidden states' MSE, which is positive for a pruned student.
+  const double kl = kp.at("loss_first").get<double>(), with_mse = kh.at("loss_first").get<double>();
+  MESSAGE("closing stage's first loss: KL ", kl, ", KL + 0.5 MSE ", with_mse);
+  CHECK(with_mse > kl + 1e-6);
+  CHECK(kw.at("loss_first").get<double>() == doctest::Approx(with_mse).epsilon(1e-12));  // the warm-up changes the updates, not the first loss
+  CHECK(kh.at("hidden_mse") == 0.5);
+  CHECK(kw.at("warmup_steps") == 4);
+  double moved_hidden = 0, moved_warm = 0;
+  for (std::size_t i = 0; i < plain.params.size(); ++i) {
+    moved_hidden = std::max(moved_hidden, std::abs(hidden.params[i] - plain.params[i]));
+    moved_warm = std::max(moved_warm, std::abs(warm.params[i] - hidden.params[i]));
+  }
+  CHECK(moved_hidden > 1e-6);  // the MSE term's gradient changed the closing updates
+  CHECK(moved_warm > 1e-6);    // and so did the warm-up's smaller first rates
+  const auto config = nlohmann::json::parse(read_text(su.dir / "warm" / "config.json"));
+  CHECK(config.at("options").at("kd_hidden_mse") == 0.5);
+  CHECK(config.at("options").at("kd_warmup_steps") == 4);
+
+  auto bad = quiet(40);
+  bad.kd_hidden_mse = -1;
+  auto student = su.pruned();
+  CHECK_THROWS_WITH_AS(distill::make_pipeline(su.be, bundle, bad).run(su.source(), student, identity4, loader, su.dir / "bad"),
+                       doctest::Contains("kd_hidden_mse is -1, expected >= 0"), lwcl::error);
 }
 
 TEST_CASE("pipeline: each visit restarts at cached batch 0, or, with running_batches, every step reads a batch of its own") {

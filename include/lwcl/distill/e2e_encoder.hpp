@@ -15,7 +15,6 @@
 #include <cmath>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "lwcl/core/error.hpp"
@@ -26,6 +25,7 @@
 #include "lwcl/data/loader.hpp"
 #include "lwcl/distill/curve.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
+#include "lwcl/distill/encoder_objective.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/model/encoder.hpp"
 #include "lwcl/model/layer_outputs.hpp"
@@ -37,12 +37,6 @@
 #include "lwcl/prune/plan.hpp"
 
 namespace lwcl::distill {
-
-enum class encoder_objective { embedding, hidden };
-
-inline std::string_view objective_name(encoder_objective o) {
-  return o == encoder_objective::embedding ? "embedding" : "hidden";
-}
 
 // The step loop's options (e2e_kd.hpp: the optimiser, the budget, the batches, the quality curve) and
 // the objective.

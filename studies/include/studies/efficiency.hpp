@@ -46,12 +46,14 @@ inline void efficiency_defaults(studies::options& d, const std::string& teacher,
 // memory_limited: also end-to-end KD as a user short of memory runs it (memory_limited_e2e).
 // lwcl_kd_share > 0: also "lwcl_kd", LWCL closing with end-to-end logit KD on that share of its budget
 // at kd_lr (experiments/evidence.md: 1e-3 on half the budget; the visits' rate throws the student off),
-// its closing stage in kd_micro_batches micro-batches.
+// its closing stage in kd_micro_batches micro-batches, with kd_hidden_mse times the last hidden states'
+// MSE added to its loss and kd_warmup_steps of warm-up.
 struct efficiency_knobs {
   double e2e_lr = 2e-3, e2e_hidden_mse = 1;
   long e2e_warmup_steps = 0;
   bool memory_limited = false;
-  double lwcl_kd_share = 0, kd_lr = 1e-3;
+  double lwcl_kd_share = 0, kd_lr = 1e-3, kd_hidden_mse = 0;
+  long kd_warmup_steps = 0;
   index_t kd_micro_batches = 1;
 };
 
@@ -66,6 +68,10 @@ inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
                  "of its budget (0: not run; the stage holds teacher and student, end-to-end KD's memory)")
       ->check(CLI::Range(0.0, 0.95));
   cli.add_option("--kd-lr", k.kd_lr, "lwcl_kd's closing stage: its peak learning rate")->check(studies::positive);
+  cli.add_option("--kd-hidden-mse", k.kd_hidden_mse, "lwcl_kd's closing stage: weight of a last-hidden-state MSE term "
+                 "beside the logit KL (0: logit KD alone; --e2e-hidden-mse is end-to-end KD's)")->check(studies::non_negative);
+  cli.add_option("--kd-warmup-steps", k.kd_warmup_steps, "lwcl_kd's closing stage: steps of a linear learning-rate "
+                 "warm-up before its cosine decay")->check(studies::within(0, 1000000));
   cli.add_option("--kd-micro-batches", k.kd_micro_batches, "lwcl_kd's closing stage: each batch in this many micro-batches "
                  "with their gradients accumulated (a divisor of --batch; the same update, a smaller activation peak)")
       ->check(CLI::PositiveNumber);
@@ -140,12 +146,16 @@ studies::method_row* lwcl_kd_at(Comparison& cmp, const efficiency_knobs& k) {
   po.final_kd_share = k.lwcl_kd_share;
   po.kd_lr = k.kd_lr;
   po.kd_micro_batches = k.kd_micro_batches;
+  po.kd_hidden_mse = k.kd_hidden_mse;
+  po.kd_warmup_steps = k.kd_warmup_steps;
   policies::curriculum::two_stage<> c;
   c.final_kd = true;
   auto& row = cmp.recover("lwcl_kd", po, slot<key::cache>(policies::cache::host{}), slot<key::curriculum>(c)).row;
   row.details["final_kd_share"] = k.lwcl_kd_share;
   row.details["kd_lr"] = k.kd_lr;
   row.details["kd_micro_batches"] = k.kd_micro_batches;
+  row.details["kd_hidden_mse"] = k.kd_hidden_mse;
+  row.details["kd_warmup_steps"] = k.kd_warmup_steps;
   return &row;
 }
 

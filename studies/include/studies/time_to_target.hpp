@@ -34,6 +34,37 @@ inline std::string time_to_level_key(int percent) { return "time_to_gain" + std:
 // The quality at `percent` of the gain from `start` (the pruned student's) to `end` (end-to-end KD's final).
 inline double gain_level_target(double start, double end, int percent) { return start - percent / 100.0 * (start - end); }
 
+// Where two curves cover one share of the reference's gain: `reference` is end-to-end KD's curve, its
+// gain the way from its first point (the pruned student) to its last; `level` the quality at `percent`
+// of it; the wall seconds at which the reference and `curve` first reach it (distill::first_reaching),
+// `seconds` empty where `curve` does not.
+struct gain_level_reach {
+  int percent = 0;
+  double level = 0, reference_seconds = 0;
+  std::optional<double> seconds;
+};
+
+// The levels of gain_levels() that the reference reaches after some training (none when it gains
+// nothing), each with where `curve` reaches it.
+inline std::vector<gain_level_reach> gain_level_reaches(const std::vector<distill::curve_point>& reference,
+                                                        const std::vector<distill::curve_point>& curve) {
+  std::vector<gain_level_reach> out;
+  if (reference.empty()) return out;
+  const double start = reference.front().ppl, end = reference.back().ppl;
+  if (!(start > end)) return out;  // no gain to share out
+  for (const int q : gain_levels()) {
+    gain_level_reach g;
+    g.percent = q;
+    g.level = gain_level_target(start, end, q);
+    const auto k = distill::first_reaching(reference, g.level);
+    if (!k || !(k->seconds > 0)) continue;
+    g.reference_seconds = k->seconds;
+    if (const auto at = distill::first_reaching(curve, g.level)) g.seconds = at->seconds;
+    out.push_back(g);
+  }
+  return out;
+}
+
 // The detail columns time_to_target fills, for comparison::columns.
 inline std::vector<std::string> time_to_target_columns() {
   std::vector<std::string> c = {"train_flops", "cpu_seconds", "time_to_target_ratio", "flops_to_target_ratio",
@@ -98,22 +129,17 @@ nlohmann::ordered_json time_to_target(Comparison& cmp, const method_row& kd, con
                     r->val_ppl / kd.val_ppl, r->peak_compute_bytes / kd.peak_compute_bytes,
                     r->run_peak_compute_bytes / kd.run_peak_compute_bytes, kd.name.c_str()));
     // Lower levels of quality: a share of end-to-end KD's gain over the pruned student.
-    const auto& kc = kd.details.at("curve");
-    const double start = kc.front().at("ppl").get<double>();
-    for (const int q : gain_levels()) {
-      if (!(start > target)) break;  // no gain to share out
-      const double level = gain_level_target(start, target, q);
-      const auto kd_level = cmp.reaching(kd, level), at = cmp.reaching(*r, level);
-      if (!kd_level || !(kd_level->seconds > 0)) continue;
-      if (at) {
-        d[time_to_level_key(q)] = at->seconds / kd_level->seconds;
-        s["time_ratio_gain" + std::to_string(q)] = d[time_to_level_key(q)];
+    for (const auto& g : gain_level_reaches(kd.details.at("curve").get<std::vector<distill::curve_point>>(),
+                                            r->details.at("curve").get<std::vector<distill::curve_point>>())) {
+      if (g.seconds) {
+        d[time_to_level_key(g.percent)] = *g.seconds / g.reference_seconds;
+        s["time_ratio_gain" + std::to_string(g.percent)] = d[time_to_level_key(g.percent)];
         cmp.note(format("%s covers %d%% of %s's gain (perplexity %.3f) after %.1f s against its %.1f s (%.3f x)",
-                        r->name.c_str(), q, kd.name.c_str(), level, at->seconds, kd_level->seconds,
-                        at->seconds / kd_level->seconds));
+                        r->name.c_str(), g.percent, kd.name.c_str(), g.level, *g.seconds, g.reference_seconds,
+                        *g.seconds / g.reference_seconds));
       } else {
-        cmp.note(format("%s does not cover %d%% of %s's gain (perplexity %.3f) within the budget", r->name.c_str(), q,
-                        kd.name.c_str(), level));
+        cmp.note(format("%s does not cover %d%% of %s's gain (perplexity %.3f) within the budget", r->name.c_str(),
+                        g.percent, kd.name.c_str(), g.level));
       }
     }
     summary[r->name] = s;

@@ -1,41 +1,38 @@
 #pragma once
-// The closing stage of a curriculum with final KD: the teacher reloaded, and end-to-end logit KD
-// (train_e2e_kd) over the whole student for the plan's KD steps, or under a seconds budget for the time
-// the visits left. Its quality curve joins the run's at the run's cost so far, its evaluations leave the
-// run's clocks, and a checkpoint marks it done.
+// The closing stage of a curriculum with final KD: the teacher reloaded, and the whole student trained
+// end to end, a decoder by logit KD (train_e2e_kd; with kd_hidden_mse also the last hidden states' MSE),
+// an encoder by end-to-end distillation on kd_encoder_objective (train_e2e_encoder), for the plan's KD
+// steps, or under a seconds budget for the time the visits left. Its quality curve joins the run's at
+// the run's cost so far, its evaluations leave the run's clocks, and a checkpoint marks it done.
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/timer.hpp"
+#include "lwcl/distill/e2e_encoder.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
 #include "lwcl/distill/pipeline/resume.hpp"
 #include "lwcl/distill/pipeline/run_state.hpp"
+#include "lwcl/model/encoder.hpp"
 #include "lwcl/model/transformer.hpp"
 
 namespace lwcl::distill {
 
+namespace pipeline_detail {
+
+// The closing stage's optimiser and budget, whichever trainer runs it.
 template <class Backend, class CachePolicy, class Loss>
-void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Backend>& load_teacher) {
+void closing_loop_options(const run_state<Backend, CachePolicy, Loss>& s, e2e_loop_options& eo) {
   const auto& opt = s.opt;
-  timer t;
-  s.kept.clear();  // no visit follows: the segments' kept optimiser states are released before the teacher comes
-  auto loaded = load_teacher();
-  check(loaded != nullptr, "pipeline: the teacher source returned no model");
-  auto* teacher = dynamic_cast<model::transformer<Backend>*>(loaded.get());
-  check(teacher != nullptr, "pipeline: the final KD stage distils logits; the teacher is an encoder, which has none");
-  teacher->freeze();
-  auto net = s.st.to_transformer(s.be);
-  s.peaks.fold();  // end-to-end KD restarts the tracker's peak of the compute tier
-  e2e_options eo;
   eo.lr = opt.kd_lr > 0 ? opt.kd_lr : opt.lr;
   eo.min_lr = opt.kd_lr > 0 ? opt.kd_lr / 10 : opt.min_lr;
   eo.weight_decay = opt.weight_decay;
-  eo.temperature = opt.kd_temperature;
   eo.clip = opt.clip;
+  eo.warmup_steps = opt.kd_warmup_steps;
   eo.micro_batches = opt.kd_micro_batches;
   eo.progress_bar = opt.progress_bar;
   if (s.seconds_budget()) {
@@ -46,14 +43,54 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
     eo.steps = s.plan.kd_steps;
   }
   if (opt.probe) {
-    eo.probe = [&] { return opt.probe(student_state::of(*net)); };
     eo.eval_every = opt.eval_every;
+    eo.eval_every_seconds = opt.eval_every_seconds;
     eo.probe_start = false;  // the student the last visit left is on the curve already
   }
+}
+
+}  // namespace pipeline_detail
+
+template <class Backend, class CachePolicy, class Loss>
+void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Backend>& load_teacher) {
+  const auto& opt = s.opt;
+  timer t;
+  s.kept.clear();  // no visit follows: the segments' kept optimiser states are released before the teacher comes
+  auto loaded = load_teacher();
+  check(loaded != nullptr, "pipeline: the teacher source returned no model");
+  loaded->freeze();
   auto& res = s.res;
   const double wall0 = s.elapsed(), cpu0 = s.cpu_now(), flops0 = res.flops;
   const long step0 = res.segment_steps;
-  const auto r = train_e2e_kd(*teacher, *net, s.loader, s.B, s.T, eo, nullptr);
+  e2e_result r;
+  nlohmann::json stage;  // what the metrics record says of the stage's loss
+  if (auto* teacher = dynamic_cast<model::transformer<Backend>*>(loaded.get())) {
+    check(!s.st.is_encoder(), "pipeline: the teacher is a decoder and the student an encoder");
+    auto net = s.st.to_transformer(s.be);
+    s.peaks.fold();  // end-to-end KD restarts the tracker's peak of the compute tier
+    e2e_options eo;
+    pipeline_detail::closing_loop_options(s, eo);
+    eo.temperature = opt.kd_temperature;
+    eo.hidden_mse_weight = opt.kd_hidden_mse;
+    if (opt.probe) eo.probe = [&] { return opt.probe(student_state::of(*net)); };
+    r = train_e2e_kd(*teacher, *net, s.loader, s.B, s.T, eo, nullptr);
+    s.st = student_state::of(*net);
+    stage = {{"objective", "logits"}, {"hidden_mse", eo.hidden_mse_weight}, {"temperature", eo.temperature}};
+  } else if (auto* encoder_teacher = dynamic_cast<model::encoder<Backend>*>(loaded.get())) {
+    check(s.st.is_encoder(), "pipeline: the teacher is an encoder and the student a decoder");
+    auto net = s.st.to_encoder(s.be);
+    s.peaks.fold();
+    e2e_encoder_options eo;
+    pipeline_detail::closing_loop_options(s, eo);
+    eo.objective = opt.kd_encoder_objective;
+    if (opt.probe) eo.probe = [&] { return opt.probe(student_state::of(*net)); };
+    r = train_e2e_encoder(*encoder_teacher, *net, s.loader, s.B, s.T, eo, nullptr);
+    s.st = student_state::of(*net);
+    stage = {{"objective", std::string(objective_name(eo.objective))}};
+  } else {
+    fail("pipeline: the teacher source returned a model that is neither a decoder nor an encoder");
+  }
+  loaded.reset();
   for (std::size_t i = 0; i < r.curve.size(); ++i) {
     auto q = r.curve[i];
     q.step += step0;
@@ -66,7 +103,6 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
   s.clock.eval_wall += r.eval_seconds;
   s.clock.eval_cpu += r.eval_cpu_seconds;
   res.eval_seconds += r.eval_seconds;
-  s.st = student_state::of(*net);
   res.kd_steps = r.steps;
   res.tokens += r.tokens;
   res.flops += r.flops;
@@ -79,8 +115,10 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
     rec["steps"] = r.steps;
     rec["loss_first"] = r.loss_first;
     rec["loss_last"] = r.loss_last;
-    rec["lr"] = eo.lr;
-    rec["min_lr"] = eo.min_lr;
+    rec["lr"] = opt.kd_lr > 0 ? opt.kd_lr : opt.lr;
+    rec["min_lr"] = opt.kd_lr > 0 ? opt.kd_lr / 10 : opt.min_lr;
+    rec["warmup_steps"] = opt.kd_warmup_steps;
+    rec.update(stage);
     rec["peak_compute_bytes"] = r.peak_compute_bytes;
     rec["seconds"] = r.seconds;
     s.metrics.write(rec);

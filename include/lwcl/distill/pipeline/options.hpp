@@ -12,6 +12,7 @@
 
 #include "lwcl/cache/prefetcher.hpp"
 #include "lwcl/core/config.hpp"
+#include "lwcl/distill/encoder_objective.hpp"
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/model/checkpoint/save_options.hpp"
 #include "lwcl/quant/format.hpp"
@@ -38,6 +39,15 @@ struct pipeline_options {
   // (a divisor of B) with their gradients accumulated: the same update within rounding, at a smaller
   // activation peak, so that the closing stage can stay near the visits' memory.
   index_t kd_micro_batches = 1;
+  // The final KD stage's loss and start. A decoder's: the logit KL, plus kd_hidden_mse times the MSE
+  // between the student's and the teacher's last hidden states where that is > 0 (end-to-end KD's
+  // hidden_mse_weight; it needs the two widths equal, as width pruning of heads and MLPs and depth
+  // pruning leave them). An encoder, which has no logits, closes with end-to-end distillation on
+  // kd_encoder_objective (e2e_encoder.hpp). Either way its learning rate rises linearly over its first
+  // kd_warmup_steps steps.
+  double kd_hidden_mse = 0;
+  encoder_objective kd_encoder_objective = encoder_objective::embedding;
+  long kd_warmup_steps = 0;
   double weight_decay = 0, clip = 1.0;
   double kd_temperature = 1.0;
   long checkpoint_every = 50;              // segment steps; a visit's end always checkpoints; 0: only those
@@ -75,11 +85,12 @@ struct pipeline_options {
   std::vector<std::int32_t> validation_ids;
   index_t eval_batches = 2;
   // The quality curve (pipeline_result::curve): the held-out perplexity of the student as it stands,
-  // before the first visit, after every visit, every eval_every steps of the final KD stage (0: at its
-  // end only) and at the end. Its time is excluded from the run's seconds, processor seconds and budget,
-  // its memory from the tracker's peaks.
+  // before the first visit, after every visit, every eval_every steps and/or every eval_every_seconds
+  // training seconds of the final KD stage (0 and 0: at its end only) and at the end. Its time is
+  // excluded from the run's seconds, processor seconds and budget, its memory from the tracker's peaks.
   std::function<double(const student_state&)> probe;
   long eval_every = 0;
+  double eval_every_seconds = 0;
   // Names written for a slot instead of the bundle's policy name, in config.json, report.json and the
   // checkpoint fingerprint: a pipeline handed a pruned student never runs its pruning slot, so a program
   // that recovers a student pruned elsewhere labels the run with the criterion that really pruned it

@@ -134,8 +134,6 @@ class pipeline_run {
 template <class Backend, class CachePolicy, class Loss>
 pipeline_result pipeline_run<Backend, CachePolicy, Loss>::execute(const teacher_source& load_teacher) {
   const student_state initial = opt_.validation_ids.empty() ? student_state{} : st_;
-  check(!st_.is_encoder() || !sched_.has_final_kd(), "pipeline: the curriculum closes with logit KD, and the student is "
-        "an encoder, which has no logits: pick a curriculum without final KD");
   check(!opt_.fake_quant || !sched_.has_final_kd(), "pipeline: fake quantisation (", opt_.fake_quant ? opt_.fake_quant->describe() : "",
         ") trains the layer-wise visits, and the curriculum closes with logit KD on the whole student, which does not "
         "fake-quantise: pick a curriculum without final KD");

@@ -44,6 +44,9 @@ inline void validate_run(const pipeline_options& opt, const student_state& s, co
   check(opt.kd_lr >= 0 && std::isfinite(opt.kd_lr), "pipeline: kd_lr is ", opt.kd_lr, ", expected >= 0 (0: lr)");
   check(opt.kd_micro_batches >= 1 && loader.batch_size() % opt.kd_micro_batches == 0, "pipeline: kd_micro_batches is ",
         opt.kd_micro_batches, ", expected a divisor of the batch of ", loader.batch_size(), " sequences");
+  check(opt.kd_hidden_mse >= 0 && std::isfinite(opt.kd_hidden_mse), "pipeline: kd_hidden_mse is ", opt.kd_hidden_mse,
+        ", expected >= 0 (0: logit KD alone)");
+  check(opt.kd_warmup_steps >= 0, "pipeline: kd_warmup_steps is ", opt.kd_warmup_steps, ", expected >= 0");
   check(opt.checkpoint_every >= 0, "pipeline: checkpoint_every is ", opt.checkpoint_every, ", expected >= 0");
   check(loader.batch_size() > 0 && loader.seq_len() > 0, "pipeline: the loader has no batch shape");
   if (!opt.validation_ids.empty()) {
@@ -85,6 +88,9 @@ inline nlohmann::json run_fingerprint(const pipeline_options& opt, const data::b
           {"budget_share", std::string(budget_share_name(opt.share))},
           {"keep_optimizer_state", opt.keep_optimizer_state},
           {"kd_lr", opt.kd_lr},
+          {"kd_hidden_mse", opt.kd_hidden_mse},
+          {"kd_encoder_objective", std::string(objective_name(opt.kd_encoder_objective))},
+          {"kd_warmup_steps", opt.kd_warmup_steps},
           {"policies", policies},
           {"dtype", std::string(dtype_name(type))},
           {"fake_quant", opt.fake_quant ? opt.fake_quant->describe() : std::string("none")}};
@@ -108,6 +114,9 @@ inline void write_run_config(const std::filesystem::path& path, const std::map<s
                   {"keep_optimizer_state", opt.keep_optimizer_state},
                   {"kd_lr", opt.kd_lr},
                   {"kd_micro_batches", opt.kd_micro_batches},
+                  {"kd_hidden_mse", opt.kd_hidden_mse},
+                  {"kd_encoder_objective", std::string(objective_name(opt.kd_encoder_objective))},
+                  {"kd_warmup_steps", opt.kd_warmup_steps},
                   {"weight_decay", opt.weight_decay},
                   {"clip", opt.clip},
                   {"kd_temperature", opt.kd_temperature},
