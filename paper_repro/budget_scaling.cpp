@@ -9,9 +9,9 @@
 // doubling still gained end-to-end KD (where its curve flattens). Writes <out>/<setting>/x<scale>/ (each a
 // comparison run directory with seed_*/ inside), and in <out>/ table.md, table.csv, tables.json and per
 // setting quality_vs_budget_<setting>.png (mean +- sd bands over the seeds). --lwcl-kd-share S adds
-// lwcl_kd: LWCL whose curriculum closes with end-to-end logit KD on a share S of its budget (at --kd-lr,
-// in --kd-micro-batches micro-batches), the recipe for a budget long enough that matching boundary
-// features stops paying. --lwcl-segment-layers 2,4 adds lwcl_seg2, lwcl_seg4: LWCL (the default
+// lwcl_kd: LWCL whose curriculum closes with end-to-end KD on a share S of its budget (at --kd-lr with
+// --kd-hidden-mse, end-to-end KD's own rate and loss by default, in --kd-micro-batches micro-batches),
+// the recipe for a budget long enough that matching boundary features stops paying. --lwcl-segment-layers 2,4 adds lwcl_seg2, lwcl_seg4: LWCL (the default
 // curriculum) on segments of that many layers, whose visits cost more a step and see more of the
 // cumulative error, the other recipe for a long budget.
 //   budget_scaling [--quick] [--settings ratio0.5] [--scales 1,2,4,8] [--budget 20] [--lwcl-kd-share S]
