@@ -518,7 +518,7 @@ TEST_CASE("pipeline: the final KD stage in micro-batches: the same student withi
                        doctest::Contains("kd_micro_batches is 3, expected a divisor of the batch of 4 sequences"), lwcl::error);
 }
 
-TEST_CASE("pipeline: the final KD stage with a hidden-state MSE term and a warm-up: the same visits, a larger first loss (f64)") {
+TEST_CASE("pipeline: the final KD stage with a hidden-state MSE term and a warm-up: the same visits, a larger first loss; the feature cache released before it (f64)") {
   setup su(dtype::f64, "lwcl_test_pipeline_kd_hidden");
   const data::batch_loader loader(*su.shard, 4, 8, 5);
   pol::curriculum::two_stage<> cur;
@@ -554,6 +554,13 @@ TEST_CASE("pipeline: the final KD stage with a hidden-state MSE term and a warm-
   CHECK(with_mse > kl + 1e-6);
   CHECK(kw.at("loss_first").get<double>() == doctest::Approx(with_mse).epsilon(1e-12));  // the warm-up changes the updates, not the first loss
   CHECK(kh.at("hidden_mse") == 0.5);
+  // Nothing reads the cached features once the visits are done: the host cache is emptied before the
+  // closing stage, and the tracker's host bytes fall by exactly what it held.
+  REQUIRE(kp.contains("released"));
+  const auto cache_released = kp.at("released").at("cache_bytes").get<std::size_t>();
+  MESSAGE("feature cache released before the closing stage: ", cache_released, " B");
+  CHECK(cache_released > 0);
+  CHECK(kp.at("released").at("tracker_bytes").get<std::size_t>() == cache_released);
   CHECK(kw.at("warmup_steps") == 4);
   double moved_hidden = 0, moved_warm = 0;
   for (std::size_t i = 0; i < plain.params.size(); ++i) {

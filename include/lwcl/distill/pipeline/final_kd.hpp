@@ -3,7 +3,8 @@
 // end to end, a decoder by logit KD (train_e2e_kd; with kd_hidden_mse also the last hidden states' MSE),
 // an encoder by end-to-end distillation on kd_encoder_objective (train_e2e_encoder), for the plan's KD
 // steps, or under a seconds budget for the time the visits left. Its quality curve joins the run's at
-// the run's cost so far, its evaluations leave the run's clocks, and a checkpoint marks it done.
+// the run's cost so far, its evaluations leave the run's clocks, and a checkpoint marks it done. The
+// feature cache, which nothing reads again, is emptied before it starts unless it lives on disk.
 
 #include <algorithm>
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
+#include "lwcl/core/memory.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/distill/e2e_encoder.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
@@ -56,6 +58,19 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
   const auto& opt = s.opt;
   timer t;
   s.kept.clear();  // no visit follows: the segments' kept optimiser states are released before the teacher comes
+  // Nor does anything read the cached features again: a cache in memory (host, pinned or device) is
+  // emptied before the teacher comes, so that the stage holds end-to-end KD's memory and not that plus the
+  // cache. A cache on disk is left for a resumed run to find.
+  using store_type = typename run_state<Backend, CachePolicy, Loss>::store_type;
+  nlohmann::json released;
+  if constexpr (store_type::memory_tier != tier::disk) {
+    const std::size_t cache_before = s.cache->stats().store.stored_bytes;
+    const std::size_t tracked_before = memory().current(store_type::memory_tier);
+    for (const auto& k : s.cache->keys()) s.cache->erase(k);
+    const std::size_t tracked_after = memory().current(store_type::memory_tier);
+    released = {{"cache_bytes", cache_before - s.cache->stats().store.stored_bytes},
+                {"tracker_bytes", tracked_before > tracked_after ? tracked_before - tracked_after : 0}};
+  }
   auto loaded = load_teacher();
   check(loaded != nullptr, "pipeline: the teacher source returned no model");
   loaded->freeze();
@@ -119,6 +134,7 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
     rec["min_lr"] = opt.kd_lr > 0 ? opt.kd_lr / 10 : opt.min_lr;
     rec["warmup_steps"] = opt.kd_warmup_steps;
     rec.update(stage);
+    if (!released.is_null()) rec["released"] = released;
     rec["peak_compute_bytes"] = r.peak_compute_bytes;
     rec["seconds"] = r.seconds;
     s.metrics.write(rec);
