@@ -52,10 +52,14 @@ struct settings {
   // 3e-4, 1e-3, 3e-3, against 1e-3 for the layer-wise visits); 0: o.lr.
   double e2e_lr = 3e-4;
   long e2e_warmup_steps = 0;
+  // End-to-end distillation's batches in this many micro-batches with the gradients accumulated (a
+  // divisor of --batch): the memory-limited user's end-to-end run.
+  int e2e_micro_batches = 1;
   // lwcl_kd: LWCL whose curriculum closes with end-to-end distillation on the sentence embedding for
   // kd_share of the budget, at peak rate kd_lr (0: e2e_lr) after kd_warmup_steps of warm-up.
   double kd_share = 0.5, kd_lr = 0;
   long kd_warmup_steps = 0;
+  int kd_micro_batches = 1;  // lwcl_kd's closing stage in this many micro-batches (a divisor of --batch)
 
   settings() {
     const char* models = std::getenv("LWCL_MODELS");
@@ -84,12 +88,18 @@ void add_options(CLI::App& app, settings& st) {
   app.add_option("--kd-lr", st.kd_lr, "lwcl_kd: its closing stage's peak learning rate (0: --e2e-lr)")->check(studies::non_negative);
   app.add_option("--kd-warmup-steps", st.kd_warmup_steps, "lwcl_kd: steps of its closing stage's learning-rate warm-up")
       ->check(studies::within(0, 1000000));
+  app.add_option("--kd-micro-batches", st.kd_micro_batches, "lwcl_kd: each batch of its closing stage in this many "
+                 "micro-batches, gradients accumulated (a divisor of --batch): less activation memory, the same update")
+      ->check(studies::within(1, 1000000));
   app.add_option("--e2e-lr", st.e2e_lr, "end-to-end distillation's peak learning rate (3e-4 unless given, chosen on validation; 0: --lr, the "
                  "layer-wise rate)")
       ->check(studies::non_negative);
   app.add_option("--e2e-warmup-steps", st.e2e_warmup_steps, "end-to-end distillation: steps of a linear learning-rate "
                  "warm-up before its cosine decay (--warmup-steps is the layer-wise visits')")
       ->check(studies::within(0, 1000000));
+  app.add_option("--e2e-micro-batches", st.e2e_micro_batches, "end-to-end distillation: each batch in this many "
+                 "micro-batches, gradients accumulated (a divisor of --batch): the memory-limited run")
+      ->check(studies::within(1, 1000000));
 }
 
 // The recoveries of --only, in the study's order; a name that is not one of them is refused.
@@ -121,7 +131,8 @@ nlohmann::ordered_json config_json(const settings& st, const distill::budget& to
           {"warmup_steps", o.warmup_steps}, {"min_visit_steps", o.min_visit_steps}, {"budget_share", o.budget_share},
           {"keep_optimizer_state", o.keep_optimizer_state}, {"only", methods_run(st)},
           {"e2e_lr", st.e2e_lr > 0 ? st.e2e_lr : o.lr}, {"e2e_warmup_steps", st.e2e_warmup_steps},
-          {"kd_share", st.kd_share}, {"kd_lr", kd_rate(st)}, {"kd_warmup_steps", st.kd_warmup_steps}};
+          {"e2e_micro_batches", st.e2e_micro_batches}, {"kd_share", st.kd_share}, {"kd_lr", kd_rate(st)},
+          {"kd_warmup_steps", st.kd_warmup_steps}, {"kd_micro_batches", st.kd_micro_batches}};
 }
 
 // Sentence embeddings (mean-pooled last hidden states, unit length) of each sequence, one forward of
@@ -329,6 +340,7 @@ struct seed_run {
       po.final_kd_share = sy.st.kd_share;
       po.kd_lr = kd_rate(sy.st);
       po.kd_warmup_steps = sy.st.kd_warmup_steps;
+      po.kd_micro_batches = sy.st.kd_micro_batches;
       po.kd_encoder_objective = distill::encoder_objective::embedding;
     }
     po.student_as.tokenizer_from = sy.st.model;  // the student folder loads with the teacher's tokenizer
@@ -349,6 +361,7 @@ struct seed_run {
     eo.lr = sy.st.e2e_lr > 0 ? sy.st.e2e_lr : sy.st.o.lr;
     eo.min_lr = eo.lr / 10;
     eo.warmup_steps = sy.st.e2e_warmup_steps;
+    eo.micro_batches = sy.st.e2e_micro_batches;
     eo.objective = objective;
     eo.set_budget(sy.total, sy.st.o.batch * sy.st.o.seq);
     auto student = prune::apply_plan(*pruned, prune::keep_all(pruned->config()));
@@ -566,6 +579,8 @@ int minilm_main(int argc, char** argv) {
     try {
       timer all;
       const auto methods = methods_run(st);  // a bad --only refused before the study's set-up
+      for (const auto& [flag, m] : {std::pair{"--kd-micro-batches", st.kd_micro_batches}, {"--e2e-micro-batches", st.e2e_micro_batches}})
+        check(st.o.batch % m == 0, "minilm_compress: ", flag, " is ", m, ", expected a divisor of --batch ", st.o.batch);
       // Freed buffers handed back to the system, so that no method's resident peak holds an earlier one's.
       const std::size_t mmap_threshold = pin_mmap_threshold();
       const study sy(st);

@@ -25,6 +25,9 @@ grep -q "seed 0 finished before with the same configuration" "$work/width_again.
 # LWCL closed by end-to-end distillation on the embedding for half of its budget, at its own rate.
 "$x" "${common[@]}" --budget steps:24 --curve-points 4 --curve-pool 8 --only lwcl_kd,e2e_embedding --kd-share 0.5 --kd-lr 2e-3 \
   --out "$work/closing" > "$work/closing.txt"
+# The same with lwcl_kd's closing stage and end-to-end distillation each in 2 micro-batches of 2 sequences.
+"$x" "${common[@]}" --budget steps:24 --curve-points 4 --curve-pool 8 --only lwcl_kd,e2e_embedding --kd-share 0.5 --kd-lr 2e-3 \
+  --kd-micro-batches 2 --e2e-micro-batches 2 --out "$work/closing_micro" > "$work/closing_micro.txt"
 # Under a seconds budget the curves are taken every budget / --curve-points seconds (end to end) and after
 # every visit (layer-wise), and the cost to target is read off them.
 "$x" "${common[@]}" --budget 3 --curve-points 3 --only lwcl,e2e_embedding --out "$work/timed" > "$work/timed.txt"
@@ -43,6 +46,8 @@ refused "only names 'e2e', expected some of lwcl, lwcl_kd, layerwise_no_curricul
 refused "kd-share" --kd-share 1
 refused "only names no recovery" --only ,
 refused "e2e-warmup-steps" --e2e-warmup-steps -1
+refused "kd-micro-batches is 3, expected a divisor of --batch 4" --kd-micro-batches 3
+refused "e2e-micro-batches is 8, expected a divisor of --batch 4" --e2e-micro-batches 8
 set +e
 "$x" "${common[@]}" --model "$work/nowhere" --out "$work/bad" > /dev/null 2> "$work/bad.txt"
 rc=$?
@@ -157,6 +162,24 @@ assert lk["peak_compute_bytes"] >= kd_record[0]["peak_compute_bytes"], (lk["peak
 assert lk["reached_target"] == (1 if reach(c, closing["e2e_embedding"]["curve"][-1]["ppl"]) else 0), lk
 ccfg = json.load(open(os.path.join(work, "closing", "config.json")))
 assert ccfg["kd_share"] == 0.5 and ccfg["kd_lr"] == 2e-3, ccfg
+# In micro-batches: the same first losses (the same weights and batch, summed in parts) at a lower compute peak.
+def first_loss(run, name):
+    for l in open(os.path.join(work, run, name, "metrics.jsonl")):
+        r = json.loads(l)
+        if "loss" in r and "step" in r:
+            return r["loss"]
+    raise AssertionError((run, name, "no step record"))
+def final_kd(run):
+    return [json.loads(l) for l in open(os.path.join(work, run, "lwcl_kd", "metrics.jsonl")) if '"final_kd"' in l][0]
+micro = {x["name"]: x for x in json.load(open(os.path.join(work, "closing_micro", "report.json")))["methods"]}
+mcfg = json.load(open(os.path.join(work, "closing_micro", "config.json")))
+assert mcfg["kd_micro_batches"] == 2 and mcfg["e2e_micro_batches"] == 2 and ccfg["kd_micro_batches"] == 1, (mcfg, ccfg)
+kd1, kd2 = final_kd("closing"), final_kd("closing_micro")
+assert kd2["steps"] == 12 and math.isclose(kd1["loss_first"], kd2["loss_first"], rel_tol=1e-4), (kd1, kd2)
+assert kd2["peak_compute_bytes"] < kd1["peak_compute_bytes"], (kd1["peak_compute_bytes"], kd2["peak_compute_bytes"])
+e1, e2 = first_loss("closing", "e2e_embedding"), first_loss("closing_micro", "e2e_embedding")
+assert math.isclose(e1, e2, rel_tol=1e-4), (e1, e2)
+assert micro["e2e_embedding"]["peak_compute_bytes"] < closing["e2e_embedding"]["peak_compute_bytes"], (micro, closing)
 m = check_seed(os.path.join(work, "depth"), 8, 3)
 b = m["pruned"]["boundaries"]
 assert len(b) == 4 and b[0] == 0 and b[-1] == 6 and b == sorted(set(b)), b
