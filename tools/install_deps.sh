@@ -4,7 +4,10 @@
 # commands can call it every time.
 #   tools/install_deps.sh            build + test dependencies (compilers, header libraries, the GEMM
 #                                    providers gemm::chosen picks from: OpenBLAS, oneDNN, BLIS)
-#   tools/install_deps.sh --bench    accepted for older instructions; the GEMM providers are now in the base list
+#   tools/install_deps.sh --bench    also PyTorch from PyPI (tools/bench/requirements.txt, pinned), the peer of
+#                                    bench/peer/, in a virtual environment of its own at
+#                                    ${LWCL_BENCH_VENV:-$HOME/.cache/lwcl/bench-venv} (about 5 GiB: the PyPI wheel
+#                                    needs its CUDA libraries even on the CPU)
 #   tools/install_deps.sh --python   also Python with PyTorch and NumPy (oracle fixtures, bench/peer)
 #   tools/install_deps.sh --corpus   also the public-domain texts (bible-kjv, r-cran-janeaustenr)
 #   tools/install_deps.sh --hf       also Hugging Face transformers (tools/hf/requirements.txt, pinned) in a
@@ -19,7 +22,7 @@ base=(cmake make g++ clang libomp-dev pkg-config ccache python3
       libboost-dev doctest-dev libbenchmark-dev libopenblas-openmp-dev libdnnl-dev libblis-dev
       nlohmann-json3-dev libzstd-dev libcli11-dev libpng-dev zlib1g-dev libicu-dev libpagmo-dev
       libopenmpi-dev openmpi-bin)
-bench=()
+bench=(python3 python3-venv python3-pip ca-certificates)
 python=(python3 python3-numpy python3-torch)
 corpus=(bible-kjv r-cran-janeaustenr)
 minilm=(python3 python3-pip ca-certificates coreutils)
@@ -29,14 +32,15 @@ hf=(python3 python3-venv python3-pip python3-numpy python3-torch python3-yaml py
 want=("${base[@]}")
 with_minilm=0
 with_hf=0
+with_bench=0
 for arg in "$@"; do
   case "$arg" in
-    --bench) want+=("${bench[@]}") ;;
+    --bench) want+=("${bench[@]}"); with_bench=1 ;;
     --python) want+=("${python[@]}") ;;
     --corpus) want+=("${corpus[@]}") ;;
     --minilm) want+=("${minilm[@]}"); with_minilm=1 ;;
     --hf) want+=("${hf[@]}"); with_hf=1 ;;
-    --all) want+=("${bench[@]}" "${python[@]}" "${corpus[@]}" "${minilm[@]}" "${hf[@]}"); with_minilm=1; with_hf=1 ;;
+    --all) want+=("${bench[@]}" "${python[@]}" "${corpus[@]}" "${minilm[@]}" "${hf[@]}"); with_minilm=1; with_hf=1; with_bench=1 ;;
     *) echo "install_deps.sh: unknown option '$arg' (expected --bench, --python, --corpus, --minilm, --hf or --all)" >&2; exit 2 ;;
   esac
 done
@@ -127,4 +131,36 @@ install_hf() {
 }
 if [ "$with_hf" -eq 1 ]; then
   install_hf
+fi
+
+# PyTorch from PyPI in a virtual environment of its own (no system site-packages: Debian's torch 1.13 must
+# not shadow it), built in a scratch folder beside its place and moved there once every pinned package is
+# in and torch imports, as for --hf. Skipped when the pins are already there.
+install_bench() {
+  local venv="${LWCL_BENCH_VENV:-$HOME/.cache/lwcl/bench-venv}"
+  local req
+  req="$(cd "$(dirname "$0")" && pwd)/bench/requirements.txt"
+  local stamp
+  stamp=$(sha256sum "$req" | cut -d' ' -f1)
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.lwcl-requirements" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  echo "install_deps.sh: installing PyTorch from PyPI (tools/bench/requirements.txt) into $venv" >&2
+  mkdir -p "$(dirname "$venv")"
+  bench_scratch=$(mktemp -d "$venv.XXXXXX")
+  trap 'rm -rf "$bench_scratch"' EXIT
+  /usr/bin/python3 -m venv "$bench_scratch"
+  "$bench_scratch/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps \
+    --only-binary=:all: -r "$req"
+  "$bench_scratch/bin/python" -c "import torch; torch.ones(2) @ torch.ones(2)" || {
+    echo "install_deps.sh: PyTorch does not import in the new virtual environment" >&2
+    exit 1
+  }
+  echo "$stamp" > "$bench_scratch/.lwcl-requirements"
+  rm -rf "$venv"
+  mv "$bench_scratch" "$venv"
+  trap - EXIT
+}
+if [ "$with_bench" -eq 1 ]; then
+  install_bench
 fi

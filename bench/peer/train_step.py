@@ -1,9 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Side-by-side benchmark, PyTorch half: the same teacher-training step as train_step.cpp on a whole
 GPT-2 decoder LM written out in torch (pre-LN, tanh GELU, learned positions, tied head): forward, mean
-cross-entropy, backward, clip_grad_norm_ at 1.0 and torch.optim.AdamW, float32 on the CPU, on the
-same token batch. Prints the median step time and tokens/s. Run through bench/peer/run_train_step.sh."""
+cross-entropy, backward, clip_grad_norm_ at 1.0 and torch.optim.AdamW, float32 on the CPU (or the
+forward under CPU bf16 autocast with --autocast bf16, f32 weights and optimiser), on the same token
+batch. Prints the median step time and tokens/s. Run through bench/peer/run_train_step.sh."""
 import argparse
+import contextlib
 import math
 import time
 
@@ -111,6 +113,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--adamw", choices=["auto", "fused", "foreach", "loop"], default="auto")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: the forward pass under torch.autocast('cpu', torch.bfloat16)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -124,23 +128,24 @@ def main():
     for step in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(ids, targets)
+        with (torch.autocast("cpu", dtype=torch.bfloat16) if args.autocast == "bf16" else contextlib.nullcontext()):
+            loss = model(ids, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
         if step == 0:
-            first = float(loss)
+            first = loss.item()
     log_v = math.log(V)
     if abs(first - log_v) >= 0.05 * log_v:
         raise SystemExit("train_step.py: first loss %.4f is not near log(vocab) = %.4f" % (first, log_v))
     times.sort()
     step_s = times[len(times) // 2]
     n_params = sum(p.numel() for p in model.parameters())
-    print("pytorch %s (threads %d, AdamW %s): gpt2 LM, %d parameters, B=%d T=%d"
-          % (torch.__version__, torch.get_num_threads(), adamw_impl, n_params, B, T))
-    print("pytorch loss: first %.4f (log vocab %.4f), final %.4f" % (first, log_v, float(loss)))
+    print("pytorch %s (threads %d, AdamW %s, autocast %s): gpt2 LM, %d parameters, B=%d T=%d"
+          % (torch.__version__, torch.get_num_threads(), adamw_impl, args.autocast, n_params, B, T))
+    print("pytorch loss: first %.4f (log vocab %.4f), final %.4f" % (first, log_v, loss.item()))
     print("pytorch step seconds (median of %d): %.5f" % (args.steps, step_s))
     print("pytorch tokens/s: %.0f" % (B * T / step_s))
 
