@@ -413,22 +413,30 @@ inline bool plot_cumulative_error(const fs::path& dir, const std::vector<std::st
   return detail::write_if_any(c, png);
 }
 
-// Held-out perplexity against training seconds of each of `methods` (their curves, evaluation time
-// excluded): every seed's curve read at 48 evenly spaced seconds up to the shortest seed's end, the mean
-// drawn with a band of one sd. Methods without a curve are left out; false (and no file) when all are.
-inline bool plot_quality_vs_time(const fs::path& dir, const std::vector<std::string>& methods, const fs::path& png,
-                                 const std::string& title, const std::string& y_label = "held-out perplexity") {
-  const auto reps = seed_reports(dir);
+// One line of a quality-against-time chart: the curves of `method` in the run directory `dir` (each
+// seed's), drawn as `label`.
+struct curve_source {
+  std::string label;
+  fs::path dir;
+  std::string method;
+};
+
+// Held-out quality (a curve's `ppl`: perplexity, or 1 - cosine for an encoder) against training seconds
+// of each source (evaluation time excluded): every seed's curve read at 48 evenly spaced seconds up to
+// the shortest seed's end, the mean drawn with a band of one sd. Sources without a curve are left out;
+// false (and no file) when all are.
+inline bool plot_quality_vs_time(const std::vector<curve_source>& sources, const fs::path& png, const std::string& title,
+                                 const std::string& y_label = "held-out perplexity") {
   report::chart c;
   c.title = title;
   c.x_label = "training wall seconds (evaluation excluded)";
   c.y_label = y_label;
   c.log_y = true;
-  for (const auto& name : methods) {
+  for (const auto& src : sources) {
     std::vector<std::pair<std::vector<double>, std::vector<double>>> curves;
     double end = 1e300;
-    for (const auto& r : reps) {
-      const auto* m = method_of(r, name);
+    for (const auto& r : seed_reports(src.dir)) {
+      const auto* m = method_of(r, src.method);
       if (!m || !m->contains("curve") || m->at("curve").size() < 2) continue;
       std::vector<double> xs, ys;
       for (const auto& p : m->at("curve")) {
@@ -448,9 +456,17 @@ inline bool plot_quality_vs_time(const fs::path& dir, const std::vector<std::str
     }
     std::vector<double> seconds;
     for (int i = 0; i < points; ++i) seconds.push_back(end * i / (points - 1));
-    c.lines.push_back(detail::over_seeds(name, grid, std::move(seconds)));
+    c.lines.push_back(detail::over_seeds(src.label, grid, std::move(seconds)));
   }
   return detail::write_if_any(c, png);
+}
+
+// The same for `methods` of one run directory, each labelled by its name.
+inline bool plot_quality_vs_time(const fs::path& dir, const std::vector<std::string>& methods, const fs::path& png,
+                                 const std::string& title, const std::string& y_label = "held-out perplexity") {
+  std::vector<curve_source> sources;
+  for (const auto& m : methods) sources.push_back({m, dir, m});
+  return plot_quality_vs_time(sources, png, title, y_label);
 }
 
 // Memory over time in the first seed's runs: the tracker's compute bytes of every step record of each
