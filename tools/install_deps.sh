@@ -101,66 +101,43 @@ if [ "$with_minilm" -eq 1 ]; then
   install_minilm
 fi
 
-# transformers in a virtual environment that sees Debian's site-packages (PyTorch, NumPy), built in a
-# scratch folder beside its place and moved there once every pinned package is in and imports, so an
-# interrupted install leaves nothing that looks complete. Skipped when the pins are already there.
-install_hf() {
-  local venv="${LWCL_HF_VENV:-$HOME/.cache/lwcl/hf-venv}"
-  local req
-  req="$(cd "$(dirname "$0")" && pwd)/hf/requirements.txt"
+# A virtual environment of pinned PyPI packages (installed with --no-deps from a requirements file that
+# lists every one), built in a scratch folder beside its place and moved there once every package is in and
+# the check imports, so an interrupted install leaves nothing that looks complete. Skipped when the pins
+# are already there (the requirements' SHA-256 is stamped into the environment).
+#   install_venv <folder> <requirements file> <what, for messages> <python check> [--system-site-packages]
+install_venv() {
+  local venv=$1 req=$2 what=$3 probe=$4 site=${5:-}
   local stamp
   stamp=$(sha256sum "$req" | cut -d' ' -f1)
   if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.lwcl-requirements" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
-  echo "install_deps.sh: installing Hugging Face transformers (tools/hf/requirements.txt) into $venv" >&2
+  echo "install_deps.sh: installing $what ($req) into $venv" >&2
   mkdir -p "$(dirname "$venv")"
-  hf_scratch=$(mktemp -d "$venv.XXXXXX")
-  trap 'rm -rf "$hf_scratch"' EXIT
-  /usr/bin/python3 -m venv --system-site-packages "$hf_scratch"
-  "$hf_scratch/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps \
+  venv_scratch=$(mktemp -d "$venv.XXXXXX")
+  trap 'rm -rf "$venv_scratch"' EXIT
+  # shellcheck disable=SC2086
+  /usr/bin/python3 -m venv $site "$venv_scratch"
+  "$venv_scratch/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps \
     --only-binary=:all: -r "$req"
-  "$hf_scratch/bin/python" -c "import torch, transformers, safetensors, tokenizers" || {
-    echo "install_deps.sh: transformers does not import in the new virtual environment" >&2
+  "$venv_scratch/bin/python" -c "$probe" || {
+    echo "install_deps.sh: $what does not import in the new virtual environment" >&2
     exit 1
   }
-  echo "$stamp" > "$hf_scratch/.lwcl-requirements"
+  echo "$stamp" > "$venv_scratch/.lwcl-requirements"
   rm -rf "$venv"
-  mv "$hf_scratch" "$venv"
+  mv "$venv_scratch" "$venv"
   trap - EXIT
 }
+tools_dir="$(cd "$(dirname "$0")" && pwd)"
+# transformers over Debian's site-packages (PyTorch, NumPy).
 if [ "$with_hf" -eq 1 ]; then
-  install_hf
+  install_venv "${LWCL_HF_VENV:-$HOME/.cache/lwcl/hf-venv}" "$tools_dir/hf/requirements.txt" \
+    "Hugging Face transformers" "import torch, transformers, safetensors, tokenizers" --system-site-packages
 fi
-
-# PyTorch from PyPI in a virtual environment of its own (no system site-packages: Debian's torch 1.13 must
-# not shadow it), built in a scratch folder beside its place and moved there once every pinned package is
-# in and torch imports, as for --hf. Skipped when the pins are already there.
-install_bench() {
-  local venv="${LWCL_BENCH_VENV:-$HOME/.cache/lwcl/bench-venv}"
-  local req
-  req="$(cd "$(dirname "$0")" && pwd)/bench/requirements.txt"
-  local stamp
-  stamp=$(sha256sum "$req" | cut -d' ' -f1)
-  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.lwcl-requirements" 2>/dev/null)" = "$stamp" ]; then
-    return 0
-  fi
-  echo "install_deps.sh: installing PyTorch from PyPI (tools/bench/requirements.txt) into $venv" >&2
-  mkdir -p "$(dirname "$venv")"
-  bench_scratch=$(mktemp -d "$venv.XXXXXX")
-  trap 'rm -rf "$bench_scratch"' EXIT
-  /usr/bin/python3 -m venv "$bench_scratch"
-  "$bench_scratch/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps \
-    --only-binary=:all: -r "$req"
-  "$bench_scratch/bin/python" -c "import torch; torch.ones(2) @ torch.ones(2)" || {
-    echo "install_deps.sh: PyTorch does not import in the new virtual environment" >&2
-    exit 1
-  }
-  echo "$stamp" > "$bench_scratch/.lwcl-requirements"
-  rm -rf "$venv"
-  mv "$bench_scratch" "$venv"
-  trap - EXIT
-}
+# PyTorch from PyPI on its own (no system site-packages: Debian's torch 1.13 must not shadow it).
 if [ "$with_bench" -eq 1 ]; then
-  install_bench
+  install_venv "${LWCL_BENCH_VENV:-$HOME/.cache/lwcl/bench-venv}" "$tools_dir/bench/requirements.txt" \
+    "PyTorch from PyPI" "import torch; torch.ones(2) @ torch.ones(2)"
 fi
