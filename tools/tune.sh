@@ -34,7 +34,10 @@ run_queue() {  # cpu, then the settings this processor runs one after the other
     else
       command="${LWCL_VS_KD:-build/host/experiments/lwcl_vs_kd} --teacher runs/teacher_deep_$family --budget $budget $flags $extra --seeds 3 --test-split --out $dir"
     fi
-    if [ -f "$dir/report.json" ] && grep -q '"seeds"' "$dir/report.json" && [ "$(cat "$dir.command" 2>/dev/null)" = "$command" ]; then
+    # Finished: the seeds' summary is there (lwcl_vs_kd's names its seeds, minilm_compress's holds each
+    # figure's per-seed values) and was made by the same command.
+    if [ -f "$dir/report.json" ] && grep -q '"seeds"\|"values"' "$dir/report.json" &&
+       [ "$(cat "$dir.command" 2>/dev/null)" = "$command" ]; then
       continue
     fi
     echo "$extra" > "$dir.flags"
