@@ -129,7 +129,8 @@ nlohmann::ordered_json config_json(const settings& st, const distill::budget& to
           {"pool", st.pool},               {"curve_points", o.curve_points}, {"curve_pool", st.curve_pool},
           {"test_split", o.test_split},    {"seeds", o.seeds},  {"seed", o.seed},
           {"warmup_steps", o.warmup_steps}, {"min_visit_steps", o.min_visit_steps}, {"budget_share", o.budget_share},
-          {"keep_optimizer_state", o.keep_optimizer_state}, {"only", methods_run(st)},
+          {"keep_optimizer_state", o.keep_optimizer_state}, {"end_exact_visits", o.end_exact_visits},
+          {"only", methods_run(st)},
           {"e2e_lr", st.e2e_lr > 0 ? st.e2e_lr : o.lr}, {"e2e_warmup_steps", st.e2e_warmup_steps},
           {"e2e_micro_batches", st.e2e_micro_batches}, {"kd_share", st.kd_share}, {"kd_lr", kd_rate(st)},
           {"kd_warmup_steps", st.kd_warmup_steps}, {"kd_micro_batches", st.kd_micro_batches}};

@@ -171,6 +171,39 @@ TEST_CASE("pipeline: a student equal to its teacher has zero local losses and ke
   run(pol::cache::compressed<pol::cache::disk, codec::zstd_codec>{});
 }
 
+TEST_CASE("pipeline: end_exact_visits ends a teacher-input visit with nothing to learn after its first step") {
+  setup su(dtype::f32, "lwcl_test_pipeline_exact");
+  const data::batch_loader loader(*su.shard, 2, 8, 3);
+  auto bundle = make_policies(slot<key::pruning>(pol::pruning::magnitude_l2{}), slot<key::cache>(pol::cache::host{}));
+  // The teacher with layer 2 changed: on the teacher's inputs every other layer reproduces its target exactly.
+  auto student = distill::student_state::of(*su.teacher());
+  const auto w = static_cast<std::size_t>(student.layout.find("layers.2.norm1.weight").offset);
+  for (index_t c = 0; c < student.config.d_model; ++c) student.params[w + static_cast<std::size_t>(c)] *= 1.5;
+  auto o = quiet(16);  // two_stage: 8 visits of 2 steps planned
+  o.end_exact_visits = true;
+  auto pipe = distill::make_pipeline(su.be, bundle, o);
+  const auto r = pipe.run(su.source(), student, identity4, loader, su.dir / "run_exact");
+  REQUIRE(r.visits.size() == 8);
+  int exact = 0;
+  for (const auto& v : r.visits) {
+    CAPTURE(v.phase);
+    CAPTURE(v.first);
+    const bool teacher_inputs = v.student_fraction_first <= 0;
+    const bool changed = v.first <= 2 && 2 < v.last;
+    CHECK(v.exact == (teacher_inputs && !changed));
+    CHECK(v.steps == (v.exact ? 1 : 2));
+    CHECK(v.planned_steps == 2);
+    if (v.exact) CHECK(v.loss_first == 0.0);
+    if (teacher_inputs && changed) CHECK(v.loss_first > 0.0);
+    CHECK(distill::visit_report::from_json(v.to_json()).exact == v.exact);
+    exact += v.exact ? 1 : 0;
+  }
+  CHECK(exact == 3);  // layers 0, 1 and 3 on the teacher's inputs
+  CHECK(r.segment_steps == 13);
+  CHECK_FALSE(r.budget_exhausted);
+  fs::remove_all(su.dir / "run_exact");
+}
+
 TEST_CASE("pipeline: cached features are the teacher's hidden states; one whole-model segment's gradient is the "
           "end-to-end hidden-MSE gradient (f64)") {
   setup su(dtype::f64, "lwcl_test_pipeline_gradient");

@@ -59,10 +59,11 @@ struct options {
   std::string save_dtype = "f32";
   // Each layer-wise visit's schedule (distill::pipeline_options): warm-up steps, the fewest steps a visit
   // is planned with, how the layer-wise budget is shared among the visits (equal or difficulty), and
-  // whether a segment's optimiser state is kept across its visits.
+  // whether a segment's optimiser state is kept across its visits, whether a visit with nothing to learn
+  // (exactly 0 loss on the teacher's inputs) ends after its first step.
   long warmup_steps = 10, min_visit_steps = 1;
   std::string budget_share = "equal";
-  bool keep_optimizer_state = false;
+  bool keep_optimizer_state = false, end_exact_visits = false;
 };
 
 // The name a --mc task file's scores go by (mc_<name>_acc, ...): its file name without the extension,
@@ -118,6 +119,9 @@ inline void add_recovery_options(CLI::App& app, options& o, const std::string& b
       ->check(CLI::IsMember({"equal", "difficulty"}));
   app.add_flag("--keep-optimizer-state", o.keep_optimizer_state, "layer-wise visits: a segment's AdamW moments and step "
                "count kept from one visit to its next (held in host memory), instead of a fresh AdamW every visit");
+  app.add_flag("--end-exact-visits", o.end_exact_visits, "layer-wise visits: a visit whose first step has exactly 0 "
+               "loss on the teacher's inputs (its segment already computes the teacher's function, as a kept layer of a "
+               "depth-pruned student does) ends there, its time going to the visits after it");
   app.add_option("--out", o.out, "run directory");
 }
 
@@ -169,12 +173,13 @@ inline pipeline_options recovery_options(budget total, double lr, index_t featur
 }
 
 // The visits' schedule as the options say (--warmup-steps, --min-visit-steps, --budget-share,
-// --keep-optimizer-state).
+// --keep-optimizer-state, --end-exact-visits).
 inline void visit_schedule_options(pipeline_options& po, const options& o) {
   po.warmup_steps = o.warmup_steps;
   po.min_visit_steps = o.min_visit_steps;
   po.share = distill::parse_budget_share(o.budget_share);
   po.keep_optimizer_state = o.keep_optimizer_state;
+  po.end_exact_visits = o.end_exact_visits;
 }
 
 // The same from the common options, with the visits' schedule and the student saved as they say

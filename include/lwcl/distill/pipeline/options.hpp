@@ -68,6 +68,11 @@ struct pipeline_options {
   // budget among the visits: equally, or within each phase by the segments' measured difficulty.
   long warmup_steps = 10;
   long min_visit_steps = 1;
+  // true: a visit whose first step, on the teacher's inputs, has a local loss of exactly 0 ends after that
+  // step (its segment computes the teacher's own function there, as a depth-pruned student's segment of
+  // one kept teacher layer does: nothing to learn); under a seconds budget its time goes to the visits
+  // after it. The visit's report says `exact`.
+  bool end_exact_visits = false;
   budget_share share = budget_share::equal;
   // true: a segment's AdamW state (step count, moments) is kept when its visit ends and taken up again
   // at its next visit of the same layers (pipeline/kept_optimizer.hpp), in host memory that counts; false:

@@ -34,6 +34,7 @@ struct visit_report {
   std::size_t compute_bytes = 0;   // declared: the segment's memory_use() plus its three input tensors
   std::size_t staging_bytes = 0;   // the prefetch ring
   std::size_t tracker_bytes = 0;   // the memory tracker's peak above the visit's start, backend tier
+  bool exact = false;              // ended after its first step: exactly 0 loss on the teacher's inputs
 
   nlohmann::json to_json() const;
   static visit_report from_json(const nlohmann::json& j);
@@ -54,13 +55,16 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(visit_fields, phase, position, segment, first
 inline nlohmann::json visit_report::to_json() const {
   nlohmann::json j = result_detail::visit_fields{*this};
   if (!std::isfinite(difficulty)) j["difficulty"] = nullptr;
+  if (exact) j["exact"] = true;  // written only when set, so earlier reports and checkpoints read back alike
   return j;
 }
 
 inline visit_report visit_report::from_json(const nlohmann::json& j) {
   auto k = j;
   if (k.contains("difficulty") && k.at("difficulty").is_null()) k["difficulty"] = std::numeric_limits<double>::quiet_NaN();
-  return k.get<result_detail::visit_fields>();
+  visit_report v = k.get<result_detail::visit_fields>();
+  v.exact = k.value("exact", false);
+  return v;
 }
 
 inline void to_json(nlohmann::json& j, const visit_report& v) { j = v.to_json(); }

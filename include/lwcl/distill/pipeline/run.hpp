@@ -1,14 +1,13 @@
 #pragma once
-// pipeline_run: one layer-wise recovery from start to finish. execute() makes the run's state
-// (run_state.hpp), passes it down and drops it when it returns, so nothing carries over from one run to
-// the next. A run: (1) the teacher pass (teacher_pass.hpp) caches the teacher's boundary features of
-// `feature_batches` training batches, after which the teacher is released; (2) every phase of the
-// curriculum visits its segments in order, each visit training one segment, alone in compute memory, on
-// features fed by a feature_feed, student features refreshed when stale (student_features); (3) an
-// optional final KD stage (final_kd.hpp) reloads the teacher. Checkpoints (resume.hpp) let a killed run
-// resume bitwise under step and token budgets. The run is a template of the backend, the cache policy
-// and the loss only; the segmentation and curriculum reach it through run_schedule (schedule.hpp), which
-// it reads and never writes, so every bundle that shares those three shares one compiled run.
+// pipeline_run: one layer-wise recovery from start to finish. execute() makes the run's state (run_state.hpp), passes
+// it down and drops it when it returns, so nothing carries over from one run to the next. A run: (1) the teacher pass
+// (teacher_pass.hpp) caches the teacher's boundary features of `feature_batches` training batches, after which the
+// teacher is released; (2) every phase of the curriculum visits its segments in order, each visit training one segment,
+// alone in compute memory, on features fed by a feature_feed, student features refreshed when stale (student_features);
+// (3) an optional final KD stage (final_kd.hpp) reloads the teacher. Checkpoints (resume.hpp) let a killed run resume
+// bitwise under step and token budgets. The run is a template of the backend, the cache policy and the loss only; the
+// segmentation and curriculum reach it through run_schedule (schedule.hpp), which it reads and never writes, so every
+// bundle that shares those three shares one compiled run.
 
 #include <algorithm>
 #include <cstddef>
@@ -381,7 +380,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(state_type& s, std::size_t 
   {
     feed_type fd(be_, *s.cache, *s.sf, sg.first, sg.last, s0, planned, share, opt_.prefetch, s.upload_ahead(), st_.type,
                  opt_.running_batches ? s.res.segment_steps - s0 : 0);
-    for (long i = s0; i < planned; ++i) {
+    for (long i = s0; i < planned && !rep.exact; ++i) {
       if (opt_.halt_after_steps > 0 && s.steps_this_process >= opt_.halt_after_steps) throw pipeline_halted{};
       if (secs) {
         if (s.elapsed() >= deadline && i >= opt_.min_visit_steps) break;
@@ -418,6 +417,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::visit(state_type& s, std::size_t 
       if (i == 0) {
         rep.loss_first = loss;
         rep.student_fraction_first = r;
+        rep.exact = opt_.end_exact_visits && r <= 0 && loss == 0.0;  // nothing to learn: the visit ends here
       }
       rep.loss_last = loss;
       rep.student_fraction_last = r;
@@ -479,7 +479,7 @@ void pipeline_run<Backend, CachePolicy, Loss>::finish_visit(state_type& s, visit
   s.res.peak_compute_bytes = std::max(s.res.peak_compute_bytes, rep.compute_bytes);
   s.peaks.staging = std::max(s.peaks.staging, rep.staging_bytes);
   if (secs && s.elapsed() >= layerwise_seconds()) s.layerwise_spent = true;
-  if (secs && rep.steps < rep.planned_steps) s.res.budget_exhausted = true;
+  if (secs && rep.steps < rep.planned_steps && !rep.exact) s.res.budget_exhausted = true;
 
   if (rep.steps > 0) {  // a visit cut before its first step changed nothing
     seg.write_back(st_.layout, st_.params);
