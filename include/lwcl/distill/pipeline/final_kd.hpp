@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -26,12 +28,16 @@ namespace lwcl::distill {
 
 namespace pipeline_detail {
 
+// The closing stage's peak and final learning rates: kd_lr and a tenth of it, or the visits' own.
+inline std::pair<double, double> closing_rates(const pipeline_options& opt) {
+  return opt.kd_lr > 0 ? std::pair{opt.kd_lr, opt.kd_lr / 10} : std::pair{opt.lr, opt.min_lr};
+}
+
 // The closing stage's optimiser and budget, whichever trainer runs it.
 template <class Backend, class CachePolicy, class Loss>
 void closing_loop_options(const run_state<Backend, CachePolicy, Loss>& s, e2e_loop_options& eo) {
   const auto& opt = s.opt;
-  eo.lr = opt.kd_lr > 0 ? opt.kd_lr : opt.lr;
-  eo.min_lr = opt.kd_lr > 0 ? opt.kd_lr / 10 : opt.min_lr;
+  std::tie(eo.lr, eo.min_lr) = closing_rates(opt);
   eo.weight_decay = opt.weight_decay;
   eo.clip = opt.clip;
   eo.warmup_steps = opt.kd_warmup_steps;
@@ -130,8 +136,9 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
     rec["steps"] = r.steps;
     rec["loss_first"] = r.loss_first;
     rec["loss_last"] = r.loss_last;
-    rec["lr"] = opt.kd_lr > 0 ? opt.kd_lr : opt.lr;
-    rec["min_lr"] = opt.kd_lr > 0 ? opt.kd_lr / 10 : opt.min_lr;
+    const auto [lr, min_lr] = pipeline_detail::closing_rates(opt);
+    rec["lr"] = lr;
+    rec["min_lr"] = min_lr;
     rec["warmup_steps"] = opt.kd_warmup_steps;
     rec.update(stage);
     if (!released.is_null()) rec["released"] = released;
