@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   std::vector<double> scale_list = quick ? std::vector<double>{1, 2} : std::vector<double>{1, 2, 4, 8};
   cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: step budgets, 2 seeds, short samples");
   pr::add_settings_option(cmp.cli(), settings);
-  cmp.cli().add_option("--scales", scale_list, "multiples of --budget, comma-separated, each a run of its own")
+  cmp.sweep_option(cmp.cli().add_option("--scales", scale_list, "multiples of --budget, comma-separated, each a run of its own"))
       ->delimiter(',')->check(studies::positive);
   pr::add_efficiency_knobs(cmp.cli(), k);
   std::vector<long> segment_layers;

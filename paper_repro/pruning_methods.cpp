@@ -165,15 +165,18 @@ int main(int argc, char** argv) {
   }
   pr::efficiency_knobs k;
   cmp.cli().add_flag("--quick", quick_flag, "a run of about a minute: small budgets and samples, one fraction (35%)");
-  cmp.cli().add_option("--teachers", teachers, "teacher run directories, comma-separated (trained by train_teacher "
-                       "--preset deep; each a table of its own), each DIR or DIR@DATA (the prepared data it was trained "
-                       "on, when not --data)");
-  cmp.cli().add_option("--criteria", criteria, std::string("pruning criteria, comma-separated, of: ") + pp::criterion_names);
+  // Which cells run: a cell finished by a run that named other teachers, criteria or fractions is read
+  // back (say the fractions split over the two processors, then the whole table).
+  cmp.sweep_option(cmp.cli().add_option("--teachers", teachers, "teacher run directories, comma-separated (trained by "
+                                        "train_teacher --preset deep; each a table of its own), each DIR or DIR@DATA (the "
+                                        "prepared data it was trained on, when not --data)"));
+  cmp.sweep_option(cmp.cli().add_option("--criteria", criteria, std::string("pruning criteria, comma-separated, of: ") +
+                                        pp::criterion_names));
   cmp.cli().add_option("--recover", recover, "the criteria whose students are also recovered by end-to-end KD and "
                        "LWCL, comma-separated (every criterion is scored without recovery)");
-  cmp.cli().add_option("--fractions", fractions, "fractions of all parameters removed, comma-separated");
-  cmp.cli().add_option("--min-steps", min_steps, "a recovery seed that trained fewer optimiser steps is marked in the "
-                       "table's short column")->check(CLI::NonNegativeNumber);
+  cmp.sweep_option(cmp.cli().add_option("--fractions", fractions, "fractions of all parameters removed, comma-separated"));
+  cmp.sweep_option(cmp.cli().add_option("--min-steps", min_steps, "a recovery seed that trained fewer optimiser steps is "
+                                        "marked in the table's short column"))->check(CLI::NonNegativeNumber);
   pr::add_efficiency_knobs(cmp.cli(), k);
   if (const int rc = cmp.parse(argc, argv); rc >= 0) return rc;
   // The --eval-splits samples are each corpus's test documents; the combined sample would repeat them.

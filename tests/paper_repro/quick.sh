@@ -73,7 +73,38 @@ for prog in "${programs[@]}"; do
       teacher "$work/t_llama_a" llama "$work/data_a" --kv-heads 2
       "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
         --fractions 0.35 --min-steps 20 --eval-splits test.a,test.b --budget steps:16 --lwcl-kd-share 0.5 --kd-micro-batches 2 \
-        --out "$work/pruning_methods" > "$work/pruning_methods.txt" ;;
+        --out "$work/pruning_methods" > "$work/pruning_methods.txt"
+      # Again with other sweep options (the criteria recovered alone, another step mark): the cells named
+      # again are the same cells, read back and not run again, and their rows are the first run's.
+      cp "$work/pruning_methods/tables.json" "$work/pruning_methods_whole.json"
+      "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
+        --fractions 0.35 --criteria random,wanda_sp,flap,block_influence --min-steps 5 --eval-splits test.a,test.b --budget steps:16 \
+        --lwcl-kd-share 0.5 --kd-micro-batches 2 --out "$work/pruning_methods" > "$work/pruning_methods_sub.txt"
+      read_back=$(grep -c "finished before with the same configuration" "$work/pruning_methods_sub.txt" || true)
+      [ "$read_back" = 8 ] || { echo "quick.sh: pruning_methods read $read_back of 8 cells back under other sweep options" >&2
+                                exit 1; }
+      python3 - "$work/pruning_methods_whole.json" "$work/pruning_methods/tables.json" <<'PY'
+import json, sys
+whole, sub = (json.load(open(f))["tables"] for f in sys.argv[1:])
+assert len(whole) == len(sub), f"{len(sub)} tables against {len(whole)}"
+key = lambda r: tuple(sorted((c, v) for c, v in r.items() if isinstance(v, str) and c != "short"))
+for tw, ts in zip(whole, sub):
+    rows = {key(r): r for r in tw["rows"]}
+    assert len(ts["rows"]) == 4, f"{len(ts['rows'])} rows in a table of four criteria"
+    for r in ts["rows"]:
+        assert key(r) in rows, f"row {key(r)} is not in the first run's table"
+        for c, v in r.items():
+            if c != "short":
+                assert rows[key(r)].get(c) == v, f"row {key(r)}, column {c}: {v} against {rows[key(r)].get(c)}"
+PY
+      # And the whole sweep once more: every cell read back, the first run's tables written again.
+      "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
+        --fractions 0.35 --min-steps 20 --eval-splits test.a,test.b --budget steps:16 --lwcl-kd-share 0.5 --kd-micro-batches 2 \
+        --out "$work/pruning_methods" > "$work/pruning_methods_whole.txt"
+      read_back=$(grep -c "finished before with the same configuration" "$work/pruning_methods_whole.txt" || true)
+      [ "$read_back" = 20 ] || { echo "quick.sh: pruning_methods read $read_back of 20 cells back" >&2; exit 1; }
+      python3 -c 'import json, sys; a, b = (json.load(open(f))["tables"] for f in sys.argv[1:]); assert a == b' \
+        "$work/pruning_methods_whole.json" "$work/pruning_methods/tables.json" ;;
     ablation)
       [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
       "$p/ablation" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/ablation" \

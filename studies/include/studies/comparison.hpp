@@ -188,6 +188,11 @@ class comparison {
 
   // The command line, for the program's own options (before parse).
   CLI::App& cli() { return app_; }
+  // Marks one of them as the sweep's: which cells run (settings, fractions, criteria, teachers), not what
+  // a cell does. A seed's config.json records it, but a finished seed is read back whatever it says, so
+  // that a cell finished by a run that named other cells (a sweep split over processors, or widened
+  // later) is not run again.
+  CLI::Option* sweep_option(CLI::Option* o) { return o->group(sweep_group); }
   // The common options' values before parse: a program sets its own defaults here (the command line
   // overrides them).
   options& defaults() { return opt_; }
@@ -411,7 +416,7 @@ class comparison {
   nlohmann::ordered_json config_json() const;
 
   // A seed (or a run of one seed) that a killed or earlier run finished: its report.json is there and its
-  // config.json is what this run would write. Such a seed is not run again; with --seeds > 1 its rows are
+  // config.json is what this run would write (sweep options aside). Such a seed is not run again; with --seeds > 1 its rows are
   // read back for the summary. Every file is written whole (temporary name, then rename), so a seed is
   // either finished or run again from its start; a changed option runs it again (an option the seed's
   // config.json lacks, left at its default here, is no change).

@@ -57,8 +57,14 @@ bool comparison<Backend, Criterion>::resume_finished_seed() {
   // at its default: an option is added with a default that keeps what the program did before it.
   auto now = config_json();
   for (const CLI::Option* o : app_.get_options()) {
-    if (o->get_lnames().empty() || o->count() > 0) continue;
-    if (const std::string key = comparison_detail::option_key(*o); !done.contains(key)) now.erase(key);
+    if (o->get_lnames().empty()) continue;
+    const std::string key = comparison_detail::option_key(*o);
+    if (o->get_group() == sweep_group) {  // which cells run, not what this one does
+      now.erase(key);
+      done.erase(key);
+      continue;
+    }
+    if (o->count() == 0 && !done.contains(key)) now.erase(key);
   }
   if (done != now || !rep.contains("methods") || !rep.at("methods").is_array() || rep.at("methods").empty())
     return false;

@@ -82,11 +82,13 @@ inline void add_efficiency_knobs(CLI::App& cli, efficiency_knobs& k) {
                "LWCL's training peak (e2e_kd_capped)");
 }
 
-// --settings of a sweep over compression settings (parse_settings reads it).
+// --settings of a sweep over compression settings (parse_settings reads it); a sweep option (a finished
+// setting is read back whichever others the command names).
 inline void add_settings_option(CLI::App& cli, std::string& settings) {
   cli.add_option("--settings", settings, "the compression settings, comma-separated: ratio<r> (Wanda-sp on a fraction r "
                  "of every layer's heads and FFN channels), depth<d> (block influence on a fraction d of the layers) or both "
-                 "joined by '+' (ratio0.7+depth0.5: half the layers removed, then 70% of the width of those kept)");
+                 "joined by '+' (ratio0.7+depth0.5: half the layers removed, then 70% of the width of those kept)")
+      ->group(studies::sweep_group);
 }
 
 // End-to-end KD's options at the knobs' learning rate and hidden-state MSE weight, under --budget.

@@ -24,6 +24,11 @@ using distill::budget;
 using distill::budget_unit;
 using distill::pipeline_options;
 
+// The --help group of a sweep's own options (which settings, cells or scales run): config.json records
+// them, and a finished seed is read back whatever they say, for a cell's seeds are the same whichever
+// other cells the command names (comparison::sweep_option).
+inline constexpr const char* sweep_group = "Sweep options (which cells run)";
+
 struct options {
   std::string data = "data/prepared";
   std::string teacher = "runs/teacher_tiny_gpt2";  // a teacher run directory (recover: a model folder)
