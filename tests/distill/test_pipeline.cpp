@@ -564,13 +564,36 @@ TEST_CASE("pipeline: the final KD stage with a hidden-state MSE term and a warm-
     opts.kd_warmup_steps = warmup;
     auto student = su.pruned();
     const auto r = distill::make_pipeline(su.be, bundle, opts).run(su.source(), student, identity4, loader, su.dir / name);
-    nlohmann::json kd;
+    nlohmann::json kd, last_visit_step;
+    std::vector<nlohmann::json> closing;  // the closing stage's step records
     std::ifstream metrics(su.dir / name / "metrics.jsonl");
     std::string line;
     while (std::getline(metrics, line)) {
       auto rec = nlohmann::json::parse(line);
       if (rec.value("event", "") == "final_kd") kd = rec;
+      if (!rec.contains("global_step")) continue;
+      if (rec.contains("stage"))
+        closing.push_back(rec);
+      else
+        last_visit_step = rec;
     }
+    // One step record a closing step, after the visits' on the run's step count and clock, each with
+    // the tracker's bytes and the resident set; the stage's first loss is its summary's.
+    REQUIRE(closing.size() == static_cast<std::size_t>(r.kd_steps));
+    REQUIRE_FALSE(last_visit_step.is_null());
+    double seconds = last_visit_step.at("seconds").get<double>();
+    for (std::size_t i = 0; i < closing.size(); ++i) {
+      const auto& c = closing[i];
+      CHECK(c.at("stage") == "final_kd");
+      CHECK(c.at("global_step").get<long>() == r.segment_steps + static_cast<long>(i) + 1);
+      CHECK(c.at("seconds").get<double>() >= seconds);
+      seconds = c.at("seconds").get<double>();
+      CHECK(c.at("resident").get<double>() > 0);
+      CHECK(c.at("memory").at("compute").get<double>() > 0);
+    }
+    if (!kd.is_null() && !closing.empty()) CHECK(closing.front().at("loss") == kd.at("loss_first"));
+    CHECK(fs::exists(su.dir / name / "memory.png"));
+    CHECK(fs::exists(su.dir / name / "loss_curves.png"));
     return std::tuple{student, r, kd};
   };
   const auto [plain, rp, kp] = run(0, 0, "plain");

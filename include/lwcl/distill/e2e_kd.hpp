@@ -63,6 +63,13 @@ struct e2e_loop_options {
   // step within rounding, in the memory of a smaller batch.
   bool checkpoint_activations = false;
   index_t micro_batches = 1;
+  // A stage of a longer run whose records go into that run's metrics file (the pipeline's closing stage):
+  // each step record also carries "stage" and the run's "global_step" (global_step_offset + the step), its
+  // "seconds" on the run's clock (seconds_offset + the stage's training seconds), and the probe's points
+  // are left to the caller, which places them on the run's curve. Empty: the loop's own records.
+  std::string metrics_stage;
+  long global_step_offset = 0;
+  double seconds_offset = 0;
 
   // Steps and wall clock from budget `b` at `batch_tokens` tokens a step: its steps, or under a seconds
   // budget its wall clock (and no step limit that a run could reach).
@@ -256,8 +263,12 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
     res.flops += step_flops;
     if (metrics) {
       const auto rss = process_resident_split();
-      nlohmann::json rec = {{"step", s}, {"batch", batch}, {"loss", loss}, {"lr", lr}, {"seconds", clock.training_seconds()},
-                            {"resident", rss.total}};
+      nlohmann::json rec = {{"step", s}, {"batch", batch}, {"loss", loss}, {"lr", lr},
+                            {"seconds", opt.seconds_offset + clock.training_seconds()}, {"resident", rss.total}};
+      if (!opt.metrics_stage.empty()) {
+        rec["stage"] = opt.metrics_stage;
+        rec["global_step"] = opt.global_step_offset + s;
+      }
       rec["resident_anon"] = rss.anon;
       rec["resident_file"] = rss.file;
       // The tracker's bytes now, as the pipeline's step records have them (filled field by field: see
@@ -272,7 +283,7 @@ void step_loop(Student& student, const data::batch_loader& loader, index_t B, in
     if ((opt.eval_every > 0 && s % opt.eval_every == 0) ||
         (opt.eval_every_seconds > 0 && clock.training_seconds() >= next_eval)) {
       evaluate(s);
-      if (metrics && opt.probe) metrics->write(eval_record(res.curve.back()));
+      if (metrics && opt.probe && opt.metrics_stage.empty()) metrics->write(eval_record(res.curve.back()));
       while (opt.eval_every_seconds > 0 && next_eval <= clock.training_seconds()) next_eval += opt.eval_every_seconds;
     }
   }

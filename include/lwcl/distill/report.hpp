@@ -1,7 +1,8 @@
 #pragma once
 // The plots of a recovery run, drawn from what the run logged, so that a resumed run's plots cover all
-// of it: loss_curves.png (every segment visit's local loss over the global step), memory.png (compute,
-// cache and prefetch-staging bytes over wall-clock time) from a pipeline's metrics.jsonl, and
+// of it: loss_curves.png (every segment visit's local loss over the global step, and a closing
+// end-to-end stage's loss after them), memory.png (the tracker's compute, cache and prefetch-staging
+// bytes and the process's resident set over wall-clock time) from a pipeline's metrics.jsonl, and
 // cumulative_error.png (per-layer relative error against the teacher, one curve per method).
 
 #include <cstdio>
@@ -26,10 +27,12 @@ inline std::vector<std::filesystem::path> plot_pipeline_metrics(const std::files
                                                                  const std::string& title = "layer-wise recovery") {
   std::ifstream in(metrics_jsonl);
   check(in.good(), "plot_pipeline_metrics: cannot read '", metrics_jsonl.string(), "'");
-  // One loss series per visit, keyed by (phase, position) in the order the visits ran.
+  // One loss series per visit, keyed by (phase, position) in the order the visits ran; the closing
+  // stage's records (with "stage") one more, after them.
   std::vector<std::pair<std::pair<long, long>, report::series>> visits;
   report::series compute{"compute (MiB)", {}, {}, {}, {}, {}}, cache{"feature cache (MiB)", {}, {}, {}, {}, {}},
-      staging{"prefetch staging (MiB)", {}, {}, {}, {}, {}};
+      staging{"prefetch staging (MiB)", {}, {}, {}, {}, {}}, resident{"process resident (MiB)", {}, {}, {}, {}, {}};
+  constexpr double mib = 1 << 20;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
@@ -40,11 +43,16 @@ inline std::vector<std::filesystem::path> plot_pipeline_metrics(const std::files
       continue;  // a line cut by a kill
     }
     if (!j.contains("global_step")) continue;
-    const std::pair<long, long> id{j.at("phase").get<long>(), j.at("position").get<long>()};
+    const bool stage = j.contains("stage");
+    const std::pair<long, long> id =
+        stage ? std::pair<long, long>{-1, -1} : std::pair<long, long>{j.at("phase").get<long>(), j.at("position").get<long>()};
     if (visits.empty() || visits.back().first != id) {
       char label[96];
-      std::snprintf(label, sizeof label, "phase %ld: layers %ld-%ld", id.first, j.at("first").get<long>(),
-                    j.at("last").get<long>() - 1);
+      if (stage)
+        std::snprintf(label, sizeof label, "closing stage (%s)", j.at("stage").get<std::string>().c_str());
+      else
+        std::snprintf(label, sizeof label, "phase %ld: layers %ld-%ld", id.first, j.at("first").get<long>(),
+                      j.at("last").get<long>() - 1);
       visits.push_back({id, report::series{label, {}, {}, {}, {}, {}}});
     }
     const double step = j.at("global_step").get<double>(), loss = j.at("loss").get<double>();
@@ -53,13 +61,20 @@ inline std::vector<std::filesystem::path> plot_pipeline_metrics(const std::files
       visits.back().second.y.push_back(loss);
     }
     const double t = j.at("seconds").get<double>();
+    // A closing stage's records hold no cache or staging (both empty by then) and the resident set
+    // beside the tracker's bytes.
     const auto& m = j.at("memory");
     compute.x.push_back(t);
-    compute.y.push_back(m.at("compute").get<double>() / (1 << 20));
+    compute.y.push_back(m.at("compute").get<double>() / mib);
     cache.x.push_back(t);
-    cache.y.push_back(m.at("cache").get<double>() / (1 << 20));
+    cache.y.push_back(m.value("cache", 0.0) / mib);
     staging.x.push_back(t);
-    staging.y.push_back(m.at("staging").get<double>() / (1 << 20));
+    staging.y.push_back(m.value("staging", 0.0) / mib);
+    const auto& rss = m.contains("resident") ? m.at("resident") : j.value("resident", nlohmann::json());
+    if (rss.is_number()) {
+      resident.x.push_back(t);
+      resident.y.push_back(rss.get<double>() / mib);
+    }
   }
   std::vector<std::filesystem::path> written;
   if (compute.x.empty()) return written;
@@ -81,6 +96,7 @@ inline std::vector<std::filesystem::path> plot_pipeline_metrics(const std::files
   mem.y_label = "MiB";
   mem.y_min = 0.0;
   mem.lines = {std::move(compute), std::move(cache), std::move(staging)};
+  if (!resident.x.empty()) mem.lines.push_back(std::move(resident));
   report::write_png(mem, out_dir / "memory.png");
   written.push_back(out_dir / "memory.png");
   return written;

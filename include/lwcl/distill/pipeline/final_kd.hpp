@@ -3,19 +3,23 @@
 // end to end, a decoder by logit KD (train_e2e_kd; with kd_hidden_mse also the last hidden states' MSE),
 // an encoder by end-to-end distillation on kd_encoder_objective (train_e2e_encoder), for the plan's KD
 // steps, or under a seconds budget for the time the visits left. Its quality curve joins the run's at
-// the run's cost so far, its evaluations leave the run's clocks, and a checkpoint marks it done. The
-// feature cache, which nothing reads again, is emptied before it starts unless it lives on disk.
+// the run's cost so far, its evaluations leave the run's clocks, its step records (loss, tracker bytes,
+// resident set) join the run's metrics file with "stage": "final_kd", and a checkpoint marks it done. The
+// feature cache, which nothing reads again, is emptied before it starts unless it lives on disk, and the
+// student's host copy of its parameters is released while the stage trains the student it was built into.
 
 #include <algorithm>
 #include <cstddef>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "lwcl/core/error.hpp"
 #include "lwcl/core/memory.hpp"
+#include "lwcl/core/metrics.hpp"
 #include "lwcl/core/timer.hpp"
 #include "lwcl/distill/e2e_encoder.hpp"
 #include "lwcl/distill/e2e_kd.hpp"
@@ -50,10 +54,30 @@ void closing_loop_options(const run_state<Backend, CachePolicy, Loss>& s, e2e_lo
   } else {
     eo.steps = s.plan.kd_steps;
   }
+  // Its step records join the run's metrics file, on the run's step count and clock.
+  eo.metrics_stage = "final_kd";
+  eo.global_step_offset = s.res.segment_steps;
+  eo.seconds_offset = s.elapsed();
   if (opt.probe) {
     eo.eval_every = opt.eval_every;
     eo.eval_every_seconds = opt.eval_every_seconds;
     eo.probe_start = false;  // the student the last visit left is on the curve already
+  }
+}
+
+// Trains `net`, built from `st`, by `train`, with st's host copy of the parameters released meanwhile
+// (a double a parameter, twice the student's f32 weights, that nothing reads while net holds them) and
+// written back from net when it returns or throws.
+template <class Net, class Train>
+auto train_in_place(student_state& st, const Net& net, Train&& train) {
+  std::vector<double>().swap(st.params);
+  try {
+    auto r = train();
+    st = student_state::of(net);
+    return r;
+  } catch (...) {
+    st = student_state::of(net);
+    throw;
   }
 }
 
@@ -84,6 +108,7 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
   const double wall0 = s.elapsed(), cpu0 = s.cpu_now(), flops0 = res.flops;
   const long step0 = res.segment_steps;
   e2e_result r;
+  metrics_writer* records = s.metrics.is_open() ? &s.metrics : nullptr;
   nlohmann::json stage;  // what the metrics record says of the stage's loss
   if (auto* teacher = dynamic_cast<model::transformer<Backend>*>(loaded.get())) {
     check(!s.st.is_encoder(), "pipeline: the teacher is a decoder and the student an encoder");
@@ -94,8 +119,8 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
     eo.temperature = opt.kd_temperature;
     eo.hidden_mse_weight = opt.kd_hidden_mse;
     if (opt.probe) eo.probe = [&] { return opt.probe(student_state::of(*net)); };
-    r = train_e2e_kd(*teacher, *net, s.loader, s.B, s.T, eo, nullptr);
-    s.st = student_state::of(*net);
+    r = pipeline_detail::train_in_place(s.st, *net,
+                                        [&] { return train_e2e_kd(*teacher, *net, s.loader, s.B, s.T, eo, records); });
     stage = {{"objective", "logits"}, {"hidden_mse", eo.hidden_mse_weight}, {"temperature", eo.temperature}};
   } else if (auto* encoder_teacher = dynamic_cast<model::encoder<Backend>*>(loaded.get())) {
     check(s.st.is_encoder(), "pipeline: the teacher is an encoder and the student a decoder");
@@ -105,8 +130,8 @@ void final_kd(run_state<Backend, CachePolicy, Loss>& s, const teacher_loader<Bac
     pipeline_detail::closing_loop_options(s, eo);
     eo.objective = opt.kd_encoder_objective;
     if (opt.probe) eo.probe = [&] { return opt.probe(student_state::of(*net)); };
-    r = train_e2e_encoder(*encoder_teacher, *net, s.loader, s.B, s.T, eo, nullptr);
-    s.st = student_state::of(*net);
+    r = pipeline_detail::train_in_place(s.st, *net,
+                                        [&] { return train_e2e_encoder(*encoder_teacher, *net, s.loader, s.B, s.T, eo, records); });
     stage = {{"objective", std::string(objective_name(eo.objective))}};
   } else {
     fail("pipeline: the teacher source returned a model that is neither a decoder nor an encoder");
