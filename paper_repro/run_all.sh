@@ -58,8 +58,9 @@ say() { echo "run_all ($(( (SECONDS - start) / 60 )) min): $*"; }
 
 # ---- the jobs: <name> <queue> <minutes single-threaded in the last full run> <program> <args...> ----------
 # (paper_repro/README.md: efficiency_gpt2 29.9 min without the memory-limited end-to-end runs (two more
-# methods: about 45), efficiency_bert 32.1, ablation 25.6, pruning_methods
-# 31.6-32.2 a teacher; the teachers about 35 minutes each; budget_scaling not run in full yet: 20 s x
+# methods: about 45), efficiency_bert 32.1, ablation 25.6, pruning_methods at its current defaults (60 s a
+# recovery, 3 seeds) 116 a teacher (the llama, 2026-12-07: 78 for --fractions 0.2,0.35 and 38 for 0.5, run
+# by hand on the two processors into one --out, then whole); the teachers about 28-35 minutes each; budget_scaling not run in full yet: 20 s x
 # (1 + 2 + 4 + 8) for each of 2 methods and 3 seeds, about 35 minutes; teacher_heavy, efficiency_gpt2 at one
 # setting (70% width and half depth together), a third of efficiency_gpt2's; deeper_teacher, efficiency_gpt2 at
 # two settings on the 16-layer teacher, whose steps take about twice the deep teacher's: about 40 minutes.)
@@ -68,8 +69,8 @@ all_jobs=(efficiency_gpt2 teacher_heavy pruning_methods_llama pruning_methods_ll
 declare -A job_queue=([efficiency_gpt2]=0 [teacher_heavy]=0 [pruning_methods_llama]=0 [pruning_methods_llama_kjv]=0
                       [efficiency_bert]=1 [ablation]=1 [pruning_methods_qwen2]=1 [budget_scaling]=1
                       [deeper_teacher]=0)
-declare -A job_minutes=([efficiency_gpt2]=45 [teacher_heavy]=15 [pruning_methods_llama]=32 [pruning_methods_llama_kjv]=32
-                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=32 [budget_scaling]=35
+declare -A job_minutes=([efficiency_gpt2]=45 [teacher_heavy]=15 [pruning_methods_llama]=116 [pruning_methods_llama_kjv]=116
+                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=116 [budget_scaling]=35
                         [deeper_teacher]=40)
 jobs=()
 if [ -z "$only" ]; then
