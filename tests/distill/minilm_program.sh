@@ -155,7 +155,12 @@ assert lk["closing_steps"] == 12 and lk["steps"] > lk["closing_steps"], lk
 c = lk["curve"]
 assert c[-1]["step"] == lk["steps"] and all(a["step"] <= b["step"] for a, b in zip(c, c[1:])), c
 assert c[-1]["flops"] == lk["train_flops"], (c[-1], lk["train_flops"])
-kd_record = [json.loads(l) for l in open(os.path.join(work, "closing", "lwcl_kd", "metrics.jsonl")) if '"final_kd"' in l]
+records = [json.loads(l) for l in open(os.path.join(work, "closing", "lwcl_kd", "metrics.jsonl"))]
+kd_record = [r for r in records if r.get("event") == "final_kd"]
+# and one step record a closing step, after the visits' on the run's step count
+kd_steps = [r for r in records if r.get("stage") == "final_kd"]
+assert [r["global_step"] for r in kd_steps] == list(range(lk["steps"] - lk["closing_steps"] + 1, lk["steps"] + 1)), kd_steps
+assert kd_steps[0]["loss"] == kd_record[0]["loss_first"] and all(r["resident"] > 0 for r in kd_steps), kd_steps
 assert len(kd_record) == 1 and kd_record[0]["objective"] == "embedding" and kd_record[0]["steps"] == 12, kd_record
 assert kd_record[0]["lr"] == 2e-3, kd_record
 assert lk["peak_compute_bytes"] >= kd_record[0]["peak_compute_bytes"], (lk["peak_compute_bytes"], kd_record)
@@ -170,7 +175,7 @@ def first_loss(run, name):
             return r["loss"]
     raise AssertionError((run, name, "no step record"))
 def final_kd(run):
-    return [json.loads(l) for l in open(os.path.join(work, run, "lwcl_kd", "metrics.jsonl")) if '"final_kd"' in l][0]
+    return [r for r in map(json.loads, open(os.path.join(work, run, "lwcl_kd", "metrics.jsonl"))) if r.get("event") == "final_kd"][0]
 micro = {x["name"]: x for x in json.load(open(os.path.join(work, "closing_micro", "report.json")))["methods"]}
 mcfg = json.load(open(os.path.join(work, "closing_micro", "config.json")))
 assert mcfg["kd_micro_batches"] == 2 and mcfg["e2e_micro_batches"] == 2 and ccfg["kd_micro_batches"] == 1, (mcfg, ccfg)
