@@ -60,8 +60,8 @@ say() { echo "run_all ($(( (SECONDS - start) / 60 )) min): $*"; }
 # (paper_repro/README.md: efficiency_gpt2 29.9 min without the memory-limited end-to-end runs (two more
 # methods: about 45), efficiency_bert 32.1, ablation 25.6, pruning_methods at its current defaults (60 s a
 # recovery, 3 seeds) 116 a teacher (the llama, 2026-12-07: 78 for --fractions 0.2,0.35 and 38 for 0.5, run
-# by hand on the two processors into one --out, then whole); the teachers about 28-35 minutes each; budget_scaling not run in full yet: 20 s x
-# (1 + 2 + 4 + 8) for each of 2 methods and 3 seeds, about 35 minutes; teacher_heavy, efficiency_gpt2 at one
+# by hand on the two processors into one --out, then whole); the teachers about 28-35 minutes each;
+# budget_scaling not run in full yet: 20 s x (1 + 2 + 4 + 8) for each of 2 methods and 3 seeds, about 35 minutes; teacher_heavy, efficiency_gpt2 at one
 # setting (70% width and half depth together), a third of efficiency_gpt2's; deeper_teacher, efficiency_gpt2 at
 # two settings on the 16-layer teacher, whose steps take about twice the deep teacher's: about 40 minutes.)
 all_jobs=(efficiency_gpt2 teacher_heavy pruning_methods_llama pruning_methods_llama_kjv efficiency_bert ablation pruning_methods_qwen2

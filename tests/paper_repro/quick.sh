@@ -71,15 +71,14 @@ for prog in "${programs[@]}"; do
     pruning_methods)
       teacher "$work/t_llama" llama "$work/data" --kv-heads 2
       teacher "$work/t_llama_a" llama "$work/data_a" --kv-heads 2
-      "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
-        --fractions 0.35 --min-steps 20 --eval-splits test.a,test.b --budget steps:16 --lwcl-kd-share 0.5 --kd-micro-batches 2 \
-        --out "$work/pruning_methods" > "$work/pruning_methods.txt"
+      pm=("$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a"
+          --fractions 0.35 --eval-splits test.a,test.b --budget steps:16 --lwcl-kd-share 0.5 --kd-micro-batches 2
+          --out "$work/pruning_methods")
+      "${pm[@]}" --min-steps 20 > "$work/pruning_methods.txt"
       # Again with other sweep options (the criteria recovered alone, another step mark): the cells named
       # again are the same cells, read back and not run again, and their rows are the first run's.
       cp "$work/pruning_methods/tables.json" "$work/pruning_methods_whole.json"
-      "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
-        --fractions 0.35 --criteria random,wanda_sp,flap,block_influence --min-steps 5 --eval-splits test.a,test.b --budget steps:16 \
-        --lwcl-kd-share 0.5 --kd-micro-batches 2 --out "$work/pruning_methods" > "$work/pruning_methods_sub.txt"
+      "${pm[@]}" --criteria random,wanda_sp,flap,block_influence --min-steps 5 > "$work/pruning_methods_sub.txt"
       read_back=$(grep -c "finished before with the same configuration" "$work/pruning_methods_sub.txt" || true)
       [ "$read_back" = 8 ] || { echo "quick.sh: pruning_methods read $read_back of 8 cells back under other sweep options" >&2
                                 exit 1; }
@@ -98,9 +97,7 @@ for tw, ts in zip(whole, sub):
                 assert rows[key(r)].get(c) == v, f"row {key(r)}, column {c}: {v} against {rows[key(r)].get(c)}"
 PY
       # And the whole sweep once more: every cell read back, the first run's tables written again.
-      "$p/pruning_methods" --quick "${common[@]}" "${mc[@]}" --teachers "$work/t_llama,$work/t_llama_a@$work/data_a" \
-        --fractions 0.35 --min-steps 20 --eval-splits test.a,test.b --budget steps:16 --lwcl-kd-share 0.5 --kd-micro-batches 2 \
-        --out "$work/pruning_methods" > "$work/pruning_methods_whole.txt"
+      "${pm[@]}" --min-steps 20 > "$work/pruning_methods_whole.txt"
       read_back=$(grep -c "finished before with the same configuration" "$work/pruning_methods_whole.txt" || true)
       [ "$read_back" = 20 ] || { echo "quick.sh: pruning_methods read $read_back of 20 cells back" >&2; exit 1; }
       python3 -c 'import json, sys; a, b = (json.load(open(f))["tables"] for f in sys.argv[1:]); assert a == b' \

@@ -416,8 +416,8 @@ class comparison {
   nlohmann::ordered_json config_json() const;
 
   // A seed (or a run of one seed) that a killed or earlier run finished: its report.json is there and its
-  // config.json is what this run would write (sweep options aside). Such a seed is not run again; with --seeds > 1 its rows are
-  // read back for the summary. Every file is written whole (temporary name, then rename), so a seed is
+  // config.json is what this run would write (sweep options aside). Such a seed is not run again; with
+  // --seeds > 1 its rows are read back for the summary. Every file is written whole (temporary name, then rename), so a seed is
   // either finished or run again from its start; a changed option runs it again (an option the seed's
   // config.json lacks, left at its default here, is no change).
   bool resume_finished_seed();
