@@ -36,6 +36,15 @@ PY
     echo "# $name"
     echo
     echo "- command: \`${cmd:-bash paper_repro/run_all.sh}\` (from \`bash paper_repro/run_all.sh\`)"
+    # A table run_all.sh split over the processors: each part's command and minutes, then the whole
+    # run above (every cell read back).
+    for k in 0 1; do
+      part=$dir/run_all.part$k.done
+      [ -f "$part" ] || continue
+      pcmd=$(grep -a -m1 '^run_all command: ' "$run/$name.part$k.log" 2>/dev/null | sed 's/^run_all command: //' || true)
+      pmin=$(awk '/^seconds / { printf "%.1f", $2 / 60 }' "$part")
+      echo "  - part $k, its criteria alone, before the whole run read every cell back: \`$pcmd\` ($pmin min)"
+    done
     echo "- written: $written, after $wall min"
     echo "- machine: $machine"
     echo "- revision: $rev"

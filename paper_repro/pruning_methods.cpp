@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   cmp.sweep_option(cmp.cli().add_option("--criteria", criteria, std::string("pruning criteria, comma-separated, of: ") +
                                         pp::criterion_names));
   cmp.cli().add_option("--recover", recover, "the criteria whose students are also recovered by end-to-end KD and "
-                       "LWCL, comma-separated (every criterion is scored without recovery)");
+                       "LWCL, comma-separated, where --criteria has them (every criterion is scored without recovery)");
   cmp.sweep_option(cmp.cli().add_option("--fractions", fractions, "fractions of all parameters removed, comma-separated"));
   cmp.sweep_option(cmp.cli().add_option("--min-steps", min_steps, "a recovery seed that trained fewer optimiser steps is "
                                         "marked in the table's short column"))->check(CLI::NonNegativeNumber);
@@ -190,9 +190,11 @@ int main(int argc, char** argv) {
       fraction_list.push_back(pr::parse_fraction(f, 0.9, "pruning_methods: --fractions"));
     for (const auto& c : criterion_list)
       check(pp::known_criterion(c), "pruning_methods: criterion '", c, "' is unknown (expected ", pp::criterion_names, ")");
+    // A recovered criterion this run does not prune with is left out here, so that a table split over
+    // processors by --criteria keeps one --recover (a cell's configuration) in every part.
     for (const auto& c : recover_list)
-      check(std::find(criterion_list.begin(), criterion_list.end(), c) != criterion_list.end(), "pruning_methods: --recover "
-            "names '", c, "', which is not among the criteria of the run (", criteria, ")");
+      check(pp::known_criterion(c), "pruning_methods: --recover names '", c, "', which is not a criterion (expected ",
+            pp::criterion_names, ")");
     check(!teacher_list.empty() && !criterion_list.empty() && !fraction_list.empty(),
           "pruning_methods: --teachers, --criteria and --fractions each need at least one entry");
     const std::string base = cmp.opt().out;

@@ -23,8 +23,9 @@
 # data's hash, the family, the preset and the hash of the training or tokenising code), so that a fresh
 # checkout on the same machine reuses them. Then the tables, in two queues, one per processor, each program
 # single-threaded on its own processor (OMP_NUM_THREADS=1, passive OpenMP waiting, taskset):
-#   processor 0: efficiency_gpt2, teacher_heavy, pruning_methods_llama, pruning_methods_llama_kjv, deeper_teacher
-#   processor 1: efficiency_bert, ablation, pruning_methods_qwen2, budget_scaling
+#   processor 0: efficiency_gpt2, teacher_heavy, deeper_teacher
+#   processor 1: efficiency_bert, ablation, budget_scaling
+#   both: each pruning table in two parts (half its criteria each), then whole (every cell read back)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0 teachers_only=0 only="" build="" corpus=data/corpus data=data with_mc=0 mc_items=400 out=""
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
     --mc-items) mc_items=${2:?run_all: --mc-items needs a number}; shift ;;
     --args) [[ ${2:-} == ?*=* ]] || { echo "run_all: --args takes JOB=ARGUMENTS, got '${2:-}'" >&2; exit 2; }
             job_args[${2%%=*}]=${2#*=}; shift ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run_all: unknown option '$1' (expected --quick, --teachers-only, --only, --build, --corpus, --data, --mc, --mc-items, --args)" >&2
         exit 2 ;;
     *) [ -z "$out" ] || { echo "run_all: one output folder, got '$out' and '$1'" >&2; exit 2; }
@@ -72,6 +73,12 @@ declare -A job_queue=([efficiency_gpt2]=0 [teacher_heavy]=0 [pruning_methods_lla
 declare -A job_minutes=([efficiency_gpt2]=45 [teacher_heavy]=15 [pruning_methods_llama]=116 [pruning_methods_llama_kjv]=116
                         [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=116 [budget_scaling]=35
                         [deeper_teacher]=40)
+# The pruning tables, about two hours of one processor each, run in two parts at once where there are two
+# processors: each part the cells of half the criteria (two of the four recovered ones each) on its own
+# queue, into the table's folder; once both queues end, the table runs whole, reading every cell back, and
+# writes it. On one processor, or when --args chooses the criteria, a table runs whole on its queue.
+declare -A job_split=([pruning_methods_llama]=1 [pruning_methods_llama_kjv]=1 [pruning_methods_qwen2]=1)
+part_criteria=(random,wanda_sp,magnitude_l1,magnitude_l2,wanda_sp_in_out flap,block_influence,flap_pooled,taylor,activation)
 jobs=()
 if [ -z "$only" ]; then
   jobs=("${all_jobs[@]}")
@@ -92,6 +99,9 @@ fi
 for j in "${!job_args[@]}"; do
   [[ " ${all_jobs[*]} " == *" $j "* ]] || { echo "run_all: --args names the job '$j' (expected one of ${all_jobs[*]})" >&2; exit 2; }
 done
+split() {  # split <job>: true when the job runs in two parts (two processors, its criteria not chosen by --args)
+  [ -n "${job_split[$1]:-}" ] && [ "$(nproc)" -ge 2 ] && [[ " ${job_args[$1]:-} " != *" --criteria "* ]]
+}
 # The teachers each job needs (names of the list below).
 declare -A job_teachers=([efficiency_gpt2]=deep_gpt2 [teacher_heavy]=deep_gpt2 [ablation]=deep_gpt2 [pruning_methods_llama]=deep_llama
                          [pruning_methods_llama_kjv]=deep_llama_kjv [pruning_methods_qwen2]=deep_qwen2 [efficiency_bert]=""
@@ -257,8 +267,12 @@ time_left() {
   for j in "${jobs[@]}"; do
     if [ -f "$out/$j/run_all.done" ]; then
       done_n=$((done_n + 1))
-      s=$(sed -n 's/^seconds //p' "$out/$j/run_all.done")
+      # A split table's processor seconds: its parts' and the whole run's.
+      s=$(cat "$out/$j"/run_all{.part0,.part1,}.done 2>/dev/null | sed -n 's/^seconds //p' | awk '{ t += $1 } END { print t + 0 }')
       if [ -n "$s" ] && [ "$s" -gt 0 ]; then measured=$((measured + s)); planned=$((planned + ${job_minutes[$j]} * 60)); fi
+    elif split "$j"; then  # half of it on each queue, for each part not finished
+      [ -f "$out/$j/run_all.part0.done" ] || left0=$((left0 + ${job_minutes[$j]} / 2))
+      [ -f "$out/$j/run_all.part1.done" ] || left1=$((left1 + ${job_minutes[$j]} / 2))
     elif [ "${job_queue[$j]}" = 0 ]; then left0=$((left0 + ${job_minutes[$j]}))
     else left1=$((left1 + ${job_minutes[$j]})); fi
   done
@@ -322,29 +336,37 @@ job_command() {  # job_command <job>: the program and its arguments, one per lin
   [ -z "${job_args[$1]:-}" ] || printf '%s\n' ${job_args[$1]}
   printf '%s\n' --out "$out/$1"
 }
-# run_job <queue> <job>: skipped when it finished before with the same command; otherwise run (the
+# run_job <queue> <job> [part]: skipped when it finished before with the same command; otherwise run (the
 # program itself skips the seeds it finished before), then marked finished with its command and seconds.
+# With a part (0 or 1), that part's criteria alone (log <job>.part<part>.log), skipped too once the whole
+# table has finished.
 run_job() {
-  local cpu=$1 name=$2 cmd t0 marker
+  local cpu=$1 name=$2 part=${3:-} cmd t0 marker whole log
   mapfile -t cmd < <(job_command "$name")
-  marker=$out/$name/run_all.done
+  whole=$out/$name/run_all.done marker=$whole log=$name
+  if [ -n "$part" ]; then
+    if [ -f "$whole" ] && [ "$(sed -n 's/^command //p' "$whole")" = "${cmd[*]}" ]; then return 0; fi
+    cmd+=(--criteria "${part_criteria[$part]}")
+    marker=$out/$name/run_all.part$part.done log=$name.part$part
+  fi
   if [ -f "$marker" ] && [ "$(sed -n 's/^command //p' "$marker")" = "${cmd[*]}" ]; then
-    echo "$name finished before with the same command: not run again" >> "$out/$name.log"
+    echo "$log finished before with the same command: not run again" >> "$out/$log.log"
     return 0
   fi
-  echo "$name" > "$out/.queue$cpu"
-  echo "run_all command: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c $cpu ${cmd[*]}" >> "$out/$name.log"
+  echo "$log" > "$out/.queue$cpu"
+  echo "run_all command: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c $cpu ${cmd[*]}" >> "$out/$log.log"
   t0=$SECONDS
-  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c "$cpu" "${cmd[@]}" >> "$out/$name.log" 2>&1 ||
-    { echo "run_all: $name failed, see $out/$name.log" >&2; return 1; }
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive taskset -c "$cpu" "${cmd[@]}" >> "$out/$log.log" 2>&1 ||
+    { echo "run_all: $log failed, see $out/$log.log" >&2; return 1; }
   mkdir -p "$out/$name"
   printf 'command %s\nseconds %d\nfinished %s\n' "${cmd[*]}" $((SECONDS - t0)) "$(date -u +%FT%TZ)" > "$marker.tmp"
   mv "$marker.tmp" "$marker"
 }
-queue() {  # queue <queue>: this queue's jobs, one after the other
+queue() {  # queue <queue>: this queue's jobs (and one part of each split table), one after the other
   set +m
   local k=$1 j
   for j in "${jobs[@]}"; do
+    if split "$j"; then run_job "$k" "$j" "$k" || return 1; continue; fi
     if [ "$(nproc)" -ge 2 ]; then [ "${job_queue[$j]}" = "$k" ] || continue; fi
     run_job "$([ "$(nproc)" -ge 2 ] && echo "$k" || echo 0)" "$j" || return 1
   done
@@ -354,6 +376,14 @@ say "running the tables: ${jobs[*]} ($([ $quick = 1 ] && echo quick || echo "ful
 tables_start=$SECONDS
 start_queues queue
 watch .queue '########' "${pids[@]}" || { echo "run_all: a table failed (see the logs in $out)" >&2; exit 1; }
+# The split tables whole, once both parts have ended: every cell read back, the table written.
+whole_table() { set +m; run_job 0 "$1"; }
+for j in "${jobs[@]}"; do
+  split "$j" || continue
+  say "$j: its two parts done, the table whole"
+  in_background whole_table "$j"
+  wait_for "$bg" || { echo "run_all: $j failed (see $out/$j.log)" >&2; exit 1; }
+done
 say "the tables took $(( (SECONDS - tables_start) / 60 )) min; every table: $out/*/table.md"
 for j in "${jobs[@]}"; do
   echo

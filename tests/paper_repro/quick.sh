@@ -101,7 +101,13 @@ PY
       read_back=$(grep -c "finished before with the same configuration" "$work/pruning_methods_whole.txt" || true)
       [ "$read_back" = 20 ] || { echo "quick.sh: pruning_methods read $read_back of 20 cells back" >&2; exit 1; }
       python3 -c 'import json, sys; a, b = (json.load(open(f))["tables"] for f in sys.argv[1:]); assert a == b' \
-        "$work/pruning_methods_whole.json" "$work/pruning_methods/tables.json" ;;
+        "$work/pruning_methods_whole.json" "$work/pruning_methods/tables.json"
+      # A --recover name that is no criterion is refused before anything runs.
+      if "${pm[@]}" --recover random,wanda > "$work/pruning_methods_bad.txt" 2>&1; then
+        echo "quick.sh: pruning_methods accepted --recover random,wanda" >&2; exit 1
+      fi
+      grep -q "recover names 'wanda', which is not a criterion" "$work/pruning_methods_bad.txt" ||
+        { cat "$work/pruning_methods_bad.txt" >&2; exit 1; } ;;
     ablation)
       [ -d "$work/t_gpt2/model" ] || teacher "$work/t_gpt2" gpt2 "$work/data"
       "$p/ablation" --quick "${common[@]}" --teacher "$work/t_gpt2" --out "$work/ablation" \

@@ -3,32 +3,15 @@
 # have written their first seeds, no process of it may be left; the same command then finishes, reading
 # back what the stopped run finished (its teacher, its seeds), and writes the tables an uninterrupted run
 # writes (the quick budgets are optimiser steps, so every figure but the timings is the same to the bit).
-# A small corpus made of the project's docs (named kjv and austen, as run_all.sh expects), two jobs on
-# the two queues cut short with --args (efficiency_gpt2 one setting of two seeds, ablation its
-# segmentation part), the cache of teachers and corpora in the work folder.
+# A small corpus made of the project's docs (docs_corpus.py), two jobs on the two queues cut short with
+# --args (efficiency_gpt2 one setting of two seeds, ablation its segmentation part), the cache of
+# teachers and corpora in the work folder.
 #   run_all_resume.sh <build dir> <source dir> <work dir>
 set -euo pipefail
 build=$1 src=$2 work=$3
 jobs=efficiency_gpt2,ablation
 rm -rf "$work"
-mkdir -p "$work/corpus/kjv" "$work/corpus/austen"
-# The corpus: docs/*.md in name order, alternately kjv and austen; per corpus the first two are test,
-# the next two validation, the rest train (Markdown splits into few of make_mc_tasks.py's sentences:
-# 4 items a task).
-python3 - "$src" "$work/corpus" <<'PY'
-import json, os, shutil, sys
-src, root = sys.argv[1], sys.argv[2]
-docs, seen = [], {"kjv": 0, "austen": 0}
-for i, f in enumerate(sorted(os.listdir(os.path.join(src, "docs")))):
-    if not f.endswith(".md"):
-        continue
-    corpus = ("kjv", "austen")[i % 2]
-    k = seen[corpus]
-    seen[corpus] += 1
-    shutil.copy(os.path.join(src, "docs", f), os.path.join(root, corpus, f))
-    docs.append({"path": f"{corpus}/{f}", "corpus": corpus, "split": "test" if k < 2 else "validation" if k < 4 else "train"})
-json.dump({"documents": docs}, open(os.path.join(root, "manifest.json"), "w"))
-PY
+python3 "$src/tests/paper_repro/docs_corpus.py" "$src" "$work/corpus"
 export LWCL_CACHE_DIR=$work/cache
 run_all=("$src/paper_repro/run_all.sh" --quick --build "$build" --corpus "$work/corpus" --data "$work/data" --mc-items 4
          --only "$jobs" --args "efficiency_gpt2=--settings ratio0.5" --args "ablation=--parts segmentation")
