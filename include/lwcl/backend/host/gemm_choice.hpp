@@ -39,6 +39,7 @@
 #if defined(LWCL_HAVE_ONEDNN) && LWCL_HAVE_ONEDNN && __has_include(<oneapi/dnnl/dnnl.h>)
 #define LWCL_GEMM_WITH_ONEDNN 1
 #include "lwcl/backend/host/gemm_onednn.hpp"
+#include "lwcl/backend/host/gemm_onednn_bf16.hpp"
 #else
 #define LWCL_GEMM_WITH_ONEDNN 0
 #endif
@@ -434,6 +435,25 @@ inline std::optional<provider> parse_forced(std::string_view value, const std::v
   return p;
 }
 
+// LWCL_GEMM_PRECISION's value: "" or "f32" keeps every f32 GEMM in f32; "bf16" rounds its operands to
+// bf16 and accumulates in f32 (gemm::onednn_bf16), where oneDNN is compiled in and the CPU has
+// AVX512-BF16 or AMX (elsewhere oneDNN would emulate bf16, slower than f32), and LWCL_GEMM forces no
+// other provider.
+inline bool parse_precision(std::string_view value, const machine& host, const std::vector<provider>& compiled,
+                            std::string_view forced) {
+  if (value.empty() || value == "f32") return false;
+  check(value == "bf16", "LWCL_GEMM_PRECISION=", value, ": expected f32 or bf16");
+  check(std::find(compiled.begin(), compiled.end(), provider::onednn) != compiled.end(),
+        "LWCL_GEMM_PRECISION=bf16 runs the GEMMs on oneDNN's matmul, which is not compiled into this program "
+        "(libdnnl-dev was not found when it was built)");
+  check(host.has("avx512_bf16") || host.has("amx_tile"),
+        "LWCL_GEMM_PRECISION=bf16 needs a CPU with AVX512-BF16 or AMX; this one (",
+        host.cpu_model.empty() ? "unknown model" : host.cpu_model, ") has neither");
+  check(forced.empty() || forced == "auto" || forced == "onednn",
+        "LWCL_GEMM_PRECISION=bf16 runs on oneDNN, but LWCL_GEMM=", forced, " forces another provider");
+  return true;
+}
+
 // The cache file: a header line, then key=, provider= and reason= lines.
 inline constexpr std::string_view cache_header = "lwcl gemm choice v1";
 
@@ -475,6 +495,7 @@ struct inputs {
   int threads = 1;
   std::vector<provider> providers;   // compiled in
   std::string forced;                // LWCL_GEMM ("" when unset)
+  std::string precision;             // LWCL_GEMM_PRECISION ("" when unset: f32)
   std::filesystem::path cache_dir;   // empty: no cache
   std::function<std::vector<timing>(const std::vector<provider>&)> measure = [](const std::vector<provider>& ps) {
     return lwcl::gemm::choice::measure(ps);
@@ -486,6 +507,7 @@ struct decision {
   std::string reason;  // why this provider
   std::string origin;  // where the decision came from: measured (and cached where), a cache file, LWCL_GEMM
   bool measured = false;
+  bool bf16 = false;   // every f32 GEMM with bf16 operands and f32 accumulation (gemm::onednn_bf16)
 };
 
 // The threads a GEMM called here would get: one inside a parallel region that cannot nest.
@@ -499,11 +521,19 @@ inline inputs inputs_from_environment() {
   in.threads = current_threads();
   in.providers = compiled_in();
   if (const char* v = std::getenv("LWCL_GEMM")) in.forced = v;
+  if (const char* v = std::getenv("LWCL_GEMM_PRECISION")) in.precision = v;
   in.cache_dir = default_cache_dir();
   return in;
 }
 
 inline decision decide(const inputs& in) {
+  if (parse_precision(in.precision, in.host, in.providers, in.forced)) {
+    std::string cpu;
+    for (const auto& f : in.host.features) cpu += " " + f;
+    return {provider::onednn,
+            "bf16 operands, f32 accumulation: oneDNN's matmul; onednn isa " + in.host.onednn_isa + "; cpu" + cpu,
+            "LWCL_GEMM_PRECISION=bf16", false, true};
+  }
   if (const auto forced = parse_forced(in.forced, in.providers))
     return {*forced, "forced", "LWCL_GEMM=" + in.forced, false};
   if (in.providers.size() == 1)
@@ -542,7 +572,7 @@ inline decision decide(const inputs& in) {
 
 // The line gemm::chosen prints once.
 inline std::string describe(const decision& c) {
-  return lwcl::detail::concat("lwcl gemm: ", name_of(c.p), " (", c.reason, ") [", c.origin, "]");
+  return lwcl::detail::concat("lwcl gemm: ", name_of(c.p), c.bf16 ? " bf16" : "", " (", c.reason, ") [", c.origin, "]");
 }
 
 }  // namespace lwcl::gemm::choice

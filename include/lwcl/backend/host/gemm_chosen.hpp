@@ -2,7 +2,9 @@
 // gemm::chosen: the host GEMM provider picked at run time, once per process, among those compiled in
 // (OpenBLAS; oneDNN and BLIS where the build found them), by gemm_choice.hpp's measurement or its cache.
 // It prints its choice and the reason once to stderr (LWCL_GEMM_QUIET=1 silences it); LWCL_GEMM=openblas|
-// onednn|blis forces a provider. f64 always goes to OpenBLAS (oneDNN has no f64 GEMM).
+// onednn|blis forces a provider; LWCL_GEMM_PRECISION=bf16 runs every f32 GEMM with bf16 operands and f32
+// accumulation (gemm::onednn_bf16; a CPU with AVX512-BF16 or AMX). f64 always goes to OpenBLAS (oneDNN has
+// no f64 GEMM).
 
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +36,9 @@ struct chosen {
 
   static void run(bool ta, bool tb, index_t M, index_t N, index_t K, float alpha, const float* A, index_t lda,
                   const float* B, index_t ldb, float beta, float* C, index_t ldc) {
+#if LWCL_GEMM_WITH_ONEDNN
+    if (decision().bf16) return onednn_bf16::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
     choice::run_on(decision().p, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   static void run(bool ta, bool tb, index_t M, index_t N, index_t K, double alpha, const double* A, index_t lda,
