@@ -77,8 +77,7 @@ void bench_gemm(benchmark::State& state) {
 #if LWCL_HAVE_ONEDNN
 // The bf16 provider where the CPU has bf16 arithmetic (elsewhere oneDNN emulates it): skipped otherwise.
 void bench_gemm_bf16(benchmark::State& state) {
-  const auto m = lwcl::gemm::choice::this_machine();
-  if (!m.has("avx512_bf16") && !m.has("amx_tile")) {
+  if (!lwcl::gemm::choice::this_machine().has_bf16()) {
     state.SkipWithError("this CPU has neither AVX512-BF16 nor AMX");
     return;
   }

@@ -118,6 +118,8 @@ struct machine {
   std::string onednn_isa;             // oneDNN's effective instruction set ("" without oneDNN)
 
   bool has(std::string_view feature) const { return std::find(features.begin(), features.end(), feature) != features.end(); }
+  // bf16 arithmetic oneDNN's kernels use (AVX512-BF16 or AMX); elsewhere oneDNN would emulate bf16.
+  bool has_bf16() const { return has("avx512_bf16") || has("amx_tile"); }
 };
 
 namespace detail {
@@ -446,7 +448,7 @@ inline bool parse_precision(std::string_view value, const machine& host, const s
   check(std::find(compiled.begin(), compiled.end(), provider::onednn) != compiled.end(),
         "LWCL_GEMM_PRECISION=bf16 runs the GEMMs on oneDNN's matmul, which is not compiled into this program "
         "(libdnnl-dev was not found when it was built)");
-  check(host.has("avx512_bf16") || host.has("amx_tile"),
+  check(host.has_bf16(),
         "LWCL_GEMM_PRECISION=bf16 needs a CPU with AVX512-BF16 or AMX; this one (",
         host.cpu_model.empty() ? "unknown model" : host.cpu_model, ") has neither");
   check(forced.empty() || forced == "auto" || forced == "onednn",
