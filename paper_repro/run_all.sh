@@ -62,7 +62,8 @@ say() { echo "run_all ($(( (SECONDS - start) / 60 )) min): $*"; }
 # methods: about 45), efficiency_bert 32.1, ablation 25.6, pruning_methods at its current defaults (60 s a
 # recovery, 3 seeds) 116 a teacher (the llama, 2026-12-07: 78 for --fractions 0.2,0.35 and 38 for 0.5, run
 # by hand on the two processors into one --out, then whole); the teachers about 28-35 minutes each;
-# budget_scaling not run in full yet: 20 s x (1 + 2 + 4 + 8) for each of 2 methods and 3 seeds, about 35 minutes; teacher_heavy, efficiency_gpt2 at one
+# budget_scaling not run in full yet: 20 s x (1 + 2 + 4 + 8) for each of 3 methods (LWCL, LWCL closed by
+# end-to-end KD, end-to-end KD) and 3 seeds, about 52 minutes; teacher_heavy, efficiency_gpt2 at one
 # setting (70% width and half depth together), a third of efficiency_gpt2's; deeper_teacher, efficiency_gpt2 at
 # two settings on the 16-layer teacher, whose steps take about twice the deep teacher's: about 40 minutes.)
 all_jobs=(efficiency_gpt2 teacher_heavy pruning_methods_llama pruning_methods_llama_kjv efficiency_bert ablation pruning_methods_qwen2
@@ -71,7 +72,7 @@ declare -A job_queue=([efficiency_gpt2]=0 [teacher_heavy]=0 [pruning_methods_lla
                       [efficiency_bert]=1 [ablation]=1 [pruning_methods_qwen2]=1 [budget_scaling]=1
                       [deeper_teacher]=0)
 declare -A job_minutes=([efficiency_gpt2]=45 [teacher_heavy]=15 [pruning_methods_llama]=116 [pruning_methods_llama_kjv]=116
-                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=116 [budget_scaling]=35
+                        [efficiency_bert]=32 [ablation]=26 [pruning_methods_qwen2]=116 [budget_scaling]=52
                         [deeper_teacher]=40)
 # The pruning tables, about two hours of one processor each, run in two parts at once where there are two
 # processors: each part the cells of half the criteria (two of the four recovered ones each) on its own
@@ -110,8 +111,10 @@ declare -A job_teachers=([efficiency_gpt2]=deep_gpt2 [teacher_heavy]=deep_gpt2 [
 # preset at 16 layers on an 8192-token vocabulary (in quick mode the tiny one at 6 layers on the 1024-token one).
 deeper_data=$data/prepared_v8192
 [ $quick = 0 ] || deeper_data=$data/prepared
-teachers=("deep_gpt2 gpt2 $data/prepared 0" "deep_llama llama $data/prepared 0" "deep_qwen2 qwen2 $data/prepared 1"
-          "deep_llama_kjv llama $data/prepared_kjv 1" "deeper_gpt2 gpt2 $deeper_data 0 $([ $quick = 1 ] && echo 6 || echo 16)")
+# (the 16-layer one, about twice the others' time, shares its queue with one other: about 105 minutes a
+# queue on a fresh machine)
+teachers=("deep_gpt2 gpt2 $data/prepared 0" "deep_llama llama $data/prepared 0" "deep_qwen2 qwen2 $data/prepared 0"
+          "deep_llama_kjv llama $data/prepared_kjv 1" "deeper_gpt2 gpt2 $deeper_data 1 $([ $quick = 1 ] && echo 6 || echo 16)")
 
 # ---- every process this script starts in the background, ended with it (tools/bg_jobs.sh) -----------
 # shellcheck source=../tools/bg_jobs.sh
@@ -260,10 +263,18 @@ watch() {
   rm -f "$out/${prefix}0" "$out/${prefix}1"
   return $rc
 }
-# The time left: the last full run's minutes of the jobs not finished, scaled by how this run's finished
-# jobs compare with theirs, shared over the queues.
+# The time left: the last full run's minutes of the jobs not started, scaled by how this run's finished
+# jobs compare with theirs, plus, for the job each queue runs now, the program's own estimate from the
+# runs it has trained (its log's last progress line), shared over the queues.
 time_left() {
-  local j done_n=0 measured=0 planned=0 left0=0 left1=0 s
+  local j done_n=0 measured=0 planned=0 left0=0 left1=0 live0=0 live1=0 s k now
+  # live_left <queue> <log name>: true when the queue runs that log now and its program gave an estimate
+  # (printed in minutes)
+  live_left() {
+    [ -f "$out/.queue$1" ] && [ "$(cat "$out/.queue$1")" = "$2" ] || return 1
+    now=$(grep -a '^######## .* min left)' "$out/$2.log" 2>/dev/null | tail -1 | sed -n 's/.*about \([0-9]*\) min left)$/\1/p')
+    [ -n "$now" ] && echo "$now"
+  }
   for j in "${jobs[@]}"; do
     if [ -f "$out/$j/run_all.done" ]; then
       done_n=$((done_n + 1))
@@ -271,17 +282,25 @@ time_left() {
       s=$(cat "$out/$j"/run_all{.part0,.part1,}.done 2>/dev/null | sed -n 's/^seconds //p' | awk '{ t += $1 } END { print t + 0 }')
       if [ -n "$s" ] && [ "$s" -gt 0 ]; then measured=$((measured + s)); planned=$((planned + ${job_minutes[$j]} * 60)); fi
     elif split "$j"; then  # half of it on each queue, for each part not finished
-      [ -f "$out/$j/run_all.part0.done" ] || left0=$((left0 + ${job_minutes[$j]} / 2))
-      [ -f "$out/$j/run_all.part1.done" ] || left1=$((left1 + ${job_minutes[$j]} / 2))
-    elif [ "${job_queue[$j]}" = 0 ]; then left0=$((left0 + ${job_minutes[$j]}))
-    else left1=$((left1 + ${job_minutes[$j]})); fi
+      for k in 0 1; do
+        [ -f "$out/$j/run_all.part$k.done" ] && continue
+        if now=$(live_left $k "$j.part$k"); then eval "live$k=\$((live$k + now))"
+        else eval "left$k=\$((left$k + ${job_minutes[$j]} / 2))"; fi
+      done
+    else
+      k=${job_queue[$j]}; [ "$(nproc)" -ge 2 ] || k=0
+      if now=$(live_left "$k" "$j"); then eval "live$k=\$((live$k + now))"
+      else eval "left$k=\$((left$k + ${job_minutes[$j]}))"; fi
+    fi
   done
-  awk -v a="$left0" -v b="$left1" -v m="$measured" -v p="$planned" -v d="$done_n" -v n="${#jobs[@]}" -v c="$(nproc)" \
-      -v q="$quick" 'BEGIN {
+  awk -v a="$left0" -v b="$left1" -v la="$live0" -v lb="$live1" -v m="$measured" -v p="$planned" -v d="$done_n" \
+      -v n="${#jobs[@]}" -v c="$(nproc)" -v q="$quick" 'BEGIN {
     s = p > 0 ? m / p : 1
-    l = (c >= 2 ? (a > b ? a : b) : a + b) * s
+    qa = a * s + la; qb = b * s + lb
+    l = c >= 2 ? (qa > qb ? qa : qb) : qa + qb
     if (p > 0) printf "%d of %d tables done; about %.0f min left (the finished ones took %.2fx the last full run)", d, n, l, s
     else if (q == 1) printf "%d of %d tables done (quick mode: minutes, no estimate before the first table ends)", d, n
+    else if (la + lb > 0) printf "%d of %d tables done; about %.0f min left (the running tables'"'"' own estimates, the last full run'"'"'s times for the rest)", d, n, l
     else printf "%d of %d tables done; about %.0f min left (the last full run'"'"'s times; measured after the first table)", d, n, l }'
 }
 
@@ -327,7 +346,10 @@ job_command() {  # job_command <job>: the program and its arguments, one per lin
                              "${splits[@]}" "${mc[@]}" ;;
     efficiency_bert) printf '%s\n' "$p/efficiency_bert" "${q[@]}" --corpus "$corpus" ;;
     ablation) printf '%s\n' "$p/ablation" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" ;;
-    budget_scaling) printf '%s\n' "$p/budget_scaling" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" ;;
+    # With LWCL closed by end-to-end KD on the last 0.75 of its budget, that stage in 16 micro-batches (the
+    # share near the best on validation at 160 s, results/tune_closing; the micro-batches keep LWCL's memory).
+    budget_scaling) printf '%s\n' "$p/budget_scaling" "${q[@]}" --teacher "$(tdir deep_gpt2)" --data "$data/prepared" \
+                      --lwcl-kd-share 0.75 --kd-micro-batches 16 ;;
     # The regime of depth and a large vocabulary: the 16-layer teacher on 8192 tokens.
     deeper_teacher) printf '%s\n' "$p/efficiency_gpt2" "${q[@]}" --teacher "$(tdir deeper_gpt2)" --data "$deeper_data" \
                       --settings ratio0.5,depth0.5 ;;

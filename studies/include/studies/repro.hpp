@@ -278,31 +278,44 @@ inline void write_tables(const fs::path& dir, const std::string& heading, const 
   }
   for (const auto& n : notes) md += n + "\n";
   std::printf("\n%s", md.c_str());
-  write_text_atomic(dir / "table.md", md);
-  write_text_atomic(dir / "table.csv", csv);
-  write_text_atomic(dir / "tables.json", js.dump(2) + "\n");
+  // Temporaries of their own: run_all.sh's two parts of a pruning table write the same folder's tables
+  // and may finish together; the last rename wins with a whole file either way.
+  const write_options own{.unique_temporary = true};
+  write_file_atomic(dir / "table.md", md, own);
+  write_file_atomic(dir / "table.csv", csv, own);
+  write_file_atomic(dir / "tables.json", js.dump(2) + "\n", own);
   std::printf("%s: wrote %s/{table.md, table.csv, tables.json}\n", program.c_str(), dir.string().c_str());
 }
 
 // Progress over a program's runs, with the time left estimated from the runs done so far (weighted by
-// each run's expected share of the work).
+// each run's expected share of the work). A run that ended within `read_back_seconds` of its start was
+// read back from an earlier, interrupted run: its weight and its seconds stay out of the estimate, so a
+// resumed program estimates from the runs it trains, not from the ones it found finished.
 class sweep_progress {
  public:
+  static constexpr double read_back_seconds = 2.0;
+
   sweep_progress(std::string program, std::vector<double> weights)
       : program_(std::move(program)), weights_(std::move(weights)), start_(std::chrono::steady_clock::now()) {}
 
   void begin(std::size_t k, const std::string& what) {
-    const double elapsed = seconds();
-    double done = 0, total = 0;
-    for (std::size_t i = 0; i < weights_.size(); ++i) {
-      total += weights_[i];
-      if (i < k) done += weights_[i];
+    const double now = seconds();
+    if (current_ < weights_.size()) {  // the run before this one ended now
+      if (now - current_start_ >= read_back_seconds) {
+        trained_weight_ += weights_[current_];
+        trained_seconds_ += now - current_start_;
+      }
     }
-    std::string left = "estimate after the first run";
-    if (done > 0 && elapsed > 0) left = report::format("about %.0f min left", elapsed / done * (total - done) / 60.0);
+    double total_left = 0;
+    for (std::size_t i = k; i < weights_.size(); ++i) total_left += weights_[i];
+    std::string left = "estimate after the first run it trains";
+    if (trained_weight_ > 0 && trained_seconds_ > 0)
+      left = report::format("about %.0f min left", trained_seconds_ / trained_weight_ * total_left / 60.0);
     std::printf("\n######## %s: run %zu of %zu: %s (%.0f min so far, %s)\n", program_.c_str(), k + 1, weights_.size(),
-                what.c_str(), elapsed / 60.0, left.c_str());
+                what.c_str(), now / 60.0, left.c_str());
     std::fflush(stdout);
+    current_ = k;
+    current_start_ = now;
   }
   double seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -312,6 +325,8 @@ class sweep_progress {
   std::string program_;
   std::vector<double> weights_;
   std::chrono::steady_clock::time_point start_;
+  std::size_t current_ = static_cast<std::size_t>(-1);
+  double current_start_ = 0, trained_weight_ = 0, trained_seconds_ = 0;
 };
 
 // The run directory of every seed of a comparison's run directory: <dir>/seed_*/ (with a report.json)
