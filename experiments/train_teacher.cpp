@@ -13,6 +13,7 @@
 #ifdef __CUDACC__
 #include "lwcl/backend/cuda/cuda.cuh"
 #include "lwcl/core/program.hpp"
+#include "studies/dtype_option.hpp"
 #include "studies/validators.hpp"
 #endif
 
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-every", checkpoint_every, "steps between checkpoints")->check(studies::positive);
   app.add_option("--eval-every", eval_every, "steps between validation losses")->check(studies::positive);
   app.add_flag("--quiet", quiet, "no progress bar");
+  std::string dtype;
+  studies::add_dtype_option(app, dtype);
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 

@@ -4,7 +4,8 @@
 // rounding alone) and against the exact f32 operands within bf16's rounding bound; one primitive per shape,
 // reused; an empty inner dimension; a 10-step descent on a linear least-squares problem that follows the
 // f32 one within bf16 rounding. The precision's decision with scripted machines: bf16 where the CPU has
-// it, refused with the reason elsewhere, against a forced provider and for an unknown value.
+// it, refused with the reason elsewhere, against a forced provider and for an unknown value; --dtype in
+// LWCL_GEMM_PRECISION's place (request_precision: checked at once, refused once the GEMMs have decided).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -84,6 +85,48 @@ TEST_CASE("LWCL_GEMM_PRECISION: bf16 where the CPU has AVX512-BF16 or AMX, refus
     CHECK(!d.bf16);
     CHECK(d.p == provider::openblas);
   }
+}
+
+TEST_CASE("--dtype takes LWCL_GEMM_PRECISION's place and names itself in the decision and the refusals") {
+  auto in = inputs_on(machine_with({"avx2", "avx512f", "avx512_bf16"}));
+  in.precision = "bf16";
+  in.precision_source = "--dtype";
+  const auto d = gemm::choice::decide(in);
+  CHECK(d.bf16);
+  CHECK(d.origin == "--dtype bf16");
+  in.host = machine_with({"avx2", "avx512f"});
+  CHECK_THROWS_WITH_AS(gemm::choice::decide(in), "--dtype bf16 needs a CPU with AVX512-BF16 or AMX; this one (Test CPU) has neither",
+                       lwcl::error);
+  in.precision = "f16";
+  CHECK_THROWS_WITH_AS(gemm::choice::decide(in), "--dtype f16: expected f32 or bf16", lwcl::error);
+
+  // request_precision checks at once on this machine and build, and leaves nothing behind when it refuses.
+  auto& r = gemm::choice::requested_precision();
+  const auto before = r;
+  CHECK_THROWS_WITH_AS(gemm::choice::request_precision("f16", "--dtype"), "--dtype f16: expected f32 or bf16", lwcl::error);
+  CHECK(r.value == before.value);
+  CHECK(r.source == before.source);
+  const auto host = gemm::choice::this_machine();
+  const auto compiled = gemm::choice::compiled_in();
+  const bool bf16_here = host.has_bf16() && std::find(compiled.begin(), compiled.end(), provider::onednn) != compiled.end();
+  if (!bf16_here) {
+    CHECK_THROWS_WITH_AS(gemm::choice::request_precision("bf16", "--dtype"), doctest::Contains("--dtype bf16"), lwcl::error);
+    CHECK(r.source == before.source);
+  }
+  // Once the GEMMs have decided, a request for the other precision is refused; the same one is no change.
+  auto& decided = gemm::choice::decided_bf16();
+  const auto was = decided;
+  decided = false;
+  CHECK_NOTHROW(gemm::choice::request_precision("f32", "--dtype"));
+  CHECK(r.value == "f32");
+  CHECK(r.source == "--dtype");
+  if (bf16_here)
+    CHECK_THROWS_WITH_AS(gemm::choice::request_precision("bf16", "--dtype"),
+                         "--dtype bf16: the GEMMs of this process already run in f32 (the precision is chosen before the "
+                         "first GEMM)",
+                         lwcl::error);
+  decided = was;
+  r = before;
 }
 
 #if LWCL_GEMM_WITH_ONEDNN

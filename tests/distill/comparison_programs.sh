@@ -44,6 +44,25 @@ expect_error "give --ramp-visit-steps" "$x/curriculum_ablation" "${common[@]}" -
 expect_bad_option "--lr: must be greater than 0 (got -1)" "$x/quickstart" "${common[@]}" --lr -1
 expect_bad_option "--ratio: must be from 0 to 0.95 (got 2)" "$x/quickstart" "${common[@]}" --ratio 2
 expect_bad_option "--seeds: must be a number greater than 0 (got 'two')" "$x/quickstart" "${common[@]}" --seeds two
+expect_bad_option "--dtype: f16: expected f32 or bf16" "$x/quickstart" "${common[@]}" --dtype f16
+# --dtype bf16: the GEMMs in bf16 where the CPU has AVX512-BF16 or AMX and oneDNN is built in (the choice
+# said once on stderr, recorded in config.json), refused with the reason while the command line is read
+# elsewhere.
+set +e
+"$x/quickstart" "${common[@]}" --budget steps:8 --skip-no-curriculum --dtype bf16 --out "$work/bf16" \
+  > "$work/bf16.txt" 2> "$work/bf16.err"
+rc=$?
+set -e
+if grep -qwE 'avx512_bf16|amx_tile' /proc/cpuinfo && ! grep -q "not compiled into this program" "$work/bf16.err"; then
+  [ $rc = 0 ] || { echo "quickstart --dtype bf16 failed on a CPU with bf16 (exit $rc):" >&2; cat "$work/bf16.err" >&2; exit 1; }
+  grep -q '^lwcl gemm: onednn bf16 (bf16 operands, f32 accumulation.*\[--dtype bf16\]$' "$work/bf16.err" ||
+    { echo "quickstart --dtype bf16 did not run its GEMMs in bf16:" >&2; cat "$work/bf16.err" >&2; exit 1; }
+  grep -q '"dtype": "bf16"' "$work/bf16/config.json" || { echo "config.json does not record --dtype bf16" >&2; exit 1; }
+  grep -q '"dtype": "f32"' "$work/qs/config.json" || { echo "config.json does not record the default dtype f32" >&2; exit 1; }
+else
+  [ $rc != 0 ] && [ $rc -lt 128 ] && grep -qE -- '--dtype: bf16 (needs a CPU with AVX512-BF16 or AMX|runs the GEMMs on oneDNN)' \
+    "$work/bf16.err" || { echo "quickstart --dtype bf16 was not refused with the reason (exit $rc):" >&2; cat "$work/bf16.err" >&2; exit 1; }
+fi
 "$x/quickstart" --help > "$work/help.txt"
 grep -qF -- "--lr FLOAT:> 0" "$work/help.txt" || { echo "quickstart --help does not state --lr's rule" >&2; exit 1; }
 grep -qE '[0-9]{20}' "$work/help.txt" && { echo "quickstart --help prints a machine bound" >&2; exit 1; }

@@ -15,6 +15,7 @@
 #include "lwcl/distill/pipeline/budget.hpp"
 #include "lwcl/distill/pipeline/options.hpp"
 #include "lwcl/model/checkpoint/save_options.hpp"
+#include "studies/dtype_option.hpp"
 #include "studies/validators.hpp"
 
 namespace lwcl::studies {
@@ -62,6 +63,9 @@ struct options {
   int mc_limit = 0;
   // The dtype of every student's weights as written (f32, bf16 or f16).
   std::string save_dtype = "f32";
+  // The arithmetic of the host GEMMs (studies/dtype_option.hpp): f32 or bf16; empty until the option is
+  // added, which fills in LWCL_GEMM_PRECISION's value or f32.
+  std::string dtype;
   // Each layer-wise visit's schedule (distill::pipeline_options): warm-up steps, the fewest steps a visit
   // is planned with, how the layer-wise budget is shared among the visits (equal or difficulty), and
   // whether a segment's optimiser state is kept across its visits, whether a visit with nothing to learn
@@ -88,7 +92,7 @@ inline std::uint64_t seeded(std::uint64_t base, std::uint64_t s) {
 
 // The options of a recovery study whatever its model: --budget (`budget_help` says what it means),
 // --ratio, --depth, --lr, --batch, --seq, --feature-batches, --calib-batches, --test-split, --seeds,
-// --seed, --curve-points and --out; `pruning` false leaves out --ratio, --depth and --calib-batches (for
+// --seed, --curve-points, --dtype and --out; `pruning` false leaves out --ratio, --depth and --calib-batches (for
 // a program handed a pruned student). A program with other defaults sets them in `o` first.
 inline void add_recovery_options(CLI::App& app, options& o, const std::string& budget_help, bool pruning = true) {
   app.add_option("--budget", o.budget, budget_help);
@@ -127,6 +131,7 @@ inline void add_recovery_options(CLI::App& app, options& o, const std::string& b
   app.add_flag("--end-exact-visits", o.end_exact_visits, "layer-wise visits: a visit whose first step has exactly 0 "
                "loss on the teacher's inputs (its segment already computes the teacher's function, as a kept layer of a "
                "depth-pruned student does) ends there, its time going to the visits after it");
+  add_dtype_option(app, o.dtype);
   app.add_option("--out", o.out, "run directory");
 }
 

@@ -437,23 +437,56 @@ inline std::optional<provider> parse_forced(std::string_view value, const std::v
   return p;
 }
 
-// LWCL_GEMM_PRECISION's value: "" or "f32" keeps every f32 GEMM in f32; "bf16" rounds its operands to
-// bf16 and accumulates in f32 (gemm::onednn_bf16), where oneDNN is compiled in and the CPU has
-// AVX512-BF16 or AMX (elsewhere oneDNN would emulate bf16, slower than f32), and LWCL_GEMM forces no
-// other provider.
+// How a precision request is named in messages: LWCL_GEMM_PRECISION=bf16, or --dtype bf16 (a program's
+// command line).
+inline std::string precision_named(std::string_view source, std::string_view value) {
+  return lwcl::detail::concat(source, source.rfind("--", 0) == 0 ? " " : "=", value);
+}
+
+// A requested precision (LWCL_GEMM_PRECISION's value, or --dtype's: `source` names it): "" or "f32" keeps
+// every f32 GEMM in f32; "bf16" rounds its operands to bf16 and accumulates in f32 (gemm::onednn_bf16),
+// where oneDNN is compiled in and the CPU has AVX512-BF16 or AMX (elsewhere oneDNN would emulate bf16,
+// slower than f32), and LWCL_GEMM forces no other provider.
 inline bool parse_precision(std::string_view value, const machine& host, const std::vector<provider>& compiled,
-                            std::string_view forced) {
+                            std::string_view forced, std::string_view source = "LWCL_GEMM_PRECISION") {
   if (value.empty() || value == "f32") return false;
-  check(value == "bf16", "LWCL_GEMM_PRECISION=", value, ": expected f32 or bf16");
-  check(std::find(compiled.begin(), compiled.end(), provider::onednn) != compiled.end(),
-        "LWCL_GEMM_PRECISION=bf16 runs the GEMMs on oneDNN's matmul, which is not compiled into this program "
+  check(value == "bf16", precision_named(source, value), ": expected f32 or bf16");
+  const std::string named = precision_named(source, value);
+  check(std::find(compiled.begin(), compiled.end(), provider::onednn) != compiled.end(), named,
+        " runs the GEMMs on oneDNN's matmul, which is not compiled into this program "
         "(libdnnl-dev was not found when it was built)");
-  check(host.has_bf16(),
-        "LWCL_GEMM_PRECISION=bf16 needs a CPU with AVX512-BF16 or AMX; this one (",
+  check(host.has_bf16(), named, " needs a CPU with AVX512-BF16 or AMX; this one (",
         host.cpu_model.empty() ? "unknown model" : host.cpu_model, ") has neither");
-  check(forced.empty() || forced == "auto" || forced == "onednn",
-        "LWCL_GEMM_PRECISION=bf16 runs on oneDNN, but LWCL_GEMM=", forced, " forces another provider");
+  check(forced.empty() || forced == "auto" || forced == "onednn", named, " runs on oneDNN, but LWCL_GEMM=", forced,
+        " forces another provider");
   return true;
+}
+
+// The precision a program's command line asked for (--dtype), which takes the place of
+// LWCL_GEMM_PRECISION for the process; empty: none asked for.
+struct precision_request {
+  std::string value, source;
+};
+inline precision_request& requested_precision() {
+  static precision_request r;
+  return r;
+}
+// Whether the process's GEMMs run in bf16, once gemm::chosen has decided (its first f32 GEMM): a request
+// after that cannot change them.
+inline std::optional<bool>& decided_bf16() {
+  static std::optional<bool> d;
+  return d;
+}
+
+// Asks for the GEMMs' precision from a command line (`source`: the option's name): checked at once on
+// this machine and build (a clear error, not one at the first GEMM), and refused once the GEMMs have
+// decided otherwise. Not thread-safe: for a program's start, while one thread runs.
+inline void request_precision(const std::string& value, const std::string& source) {
+  const char* forced = std::getenv("LWCL_GEMM");
+  const bool bf16 = parse_precision(value, this_machine(), compiled_in(), forced ? forced : "", source);
+  check(!decided_bf16() || *decided_bf16() == bf16, precision_named(source, value), ": the GEMMs of this process "
+        "already run in ", *decided_bf16() ? "bf16" : "f32", " (the precision is chosen before the first GEMM)");
+  requested_precision() = {value, source};
 }
 
 // The cache file: a header line, then key=, provider= and reason= lines.
@@ -497,7 +530,8 @@ struct inputs {
   int threads = 1;
   std::vector<provider> providers;   // compiled in
   std::string forced;                // LWCL_GEMM ("" when unset)
-  std::string precision;             // LWCL_GEMM_PRECISION ("" when unset: f32)
+  std::string precision;             // LWCL_GEMM_PRECISION, or --dtype where a program asked ("": f32)
+  std::string precision_source = "LWCL_GEMM_PRECISION";  // which of the two, for messages and the origin
   std::filesystem::path cache_dir;   // empty: no cache
   std::function<std::vector<timing>(const std::vector<provider>&)> measure = [](const std::vector<provider>& ps) {
     return lwcl::gemm::choice::measure(ps);
@@ -523,18 +557,23 @@ inline inputs inputs_from_environment() {
   in.threads = current_threads();
   in.providers = compiled_in();
   if (const char* v = std::getenv("LWCL_GEMM")) in.forced = v;
-  if (const char* v = std::getenv("LWCL_GEMM_PRECISION")) in.precision = v;
+  if (const auto& r = requested_precision(); !r.source.empty()) {
+    in.precision = r.value;
+    in.precision_source = r.source;
+  } else if (const char* v = std::getenv("LWCL_GEMM_PRECISION")) {
+    in.precision = v;
+  }
   in.cache_dir = default_cache_dir();
   return in;
 }
 
 inline decision decide(const inputs& in) {
-  if (parse_precision(in.precision, in.host, in.providers, in.forced)) {
+  if (parse_precision(in.precision, in.host, in.providers, in.forced, in.precision_source)) {
     std::string cpu;
     for (const auto& f : in.host.features) cpu += " " + f;
     return {provider::onednn,
             "bf16 operands, f32 accumulation: oneDNN's matmul; onednn isa " + in.host.onednn_isa + "; cpu" + cpu,
-            "LWCL_GEMM_PRECISION=bf16", false, true};
+            precision_named(in.precision_source, in.precision), false, true};
   }
   if (const auto forced = parse_forced(in.forced, in.providers))
     return {*forced, "forced", "LWCL_GEMM=" + in.forced, false};

@@ -2,8 +2,9 @@
 // gemm::chosen: the host GEMM provider picked at run time, once per process, among those compiled in
 // (OpenBLAS; oneDNN and BLIS where the build found them), by gemm_choice.hpp's measurement or its cache.
 // It prints its choice and the reason once to stderr (LWCL_GEMM_QUIET=1 silences it); LWCL_GEMM=openblas|
-// onednn|blis forces a provider; LWCL_GEMM_PRECISION=bf16 runs every f32 GEMM with bf16 operands and f32
-// accumulation (gemm::onednn_bf16; a CPU with AVX512-BF16 or AMX). f64 always goes to OpenBLAS (oneDNN has
+// onednn|blis forces a provider; LWCL_GEMM_PRECISION=bf16 (or a program's --dtype bf16, which takes its
+// place: choice::request_precision) runs every f32 GEMM with bf16 operands and f32 accumulation
+// (gemm::onednn_bf16; a CPU with AVX512-BF16 or AMX). f64 always goes to OpenBLAS (oneDNN has
 // no f64 GEMM).
 
 #include <cstdio>
@@ -49,6 +50,7 @@ struct chosen {
  private:
   static choice::decision decide_and_say() {
     choice::decision d = choice::decide(choice::inputs_from_environment());
+    choice::decided_bf16() = d.bf16;
     const char* quiet = std::getenv("LWCL_GEMM_QUIET");
     if (!(quiet && std::strcmp(quiet, "1") == 0)) std::fprintf(stderr, "%s\n", choice::describe(d).c_str());
     return d;
