@@ -21,15 +21,11 @@ using namespace lwcl;
 
 namespace {
 
-// rounding: the unit roundoff of the GEMMs' operands (Real's own, or bf16's where the backend's GEMMs
-// round their operands to bf16), which scales the threshold below which an element's step is decided
-// by rounding noise.
 // param_tol < 0: every parameter is held only to AdamW's bound instead (two trajectories from the same
 // start, each element moving at most lr a step, differ by at most 2 lr a step); the return value is the
 // largest relative error of a tensor's final value either way.
 template <class Real, class Backend = backend::cpu>
-double run_trajectory(const std::string& name, double loss_tol, double param_tol,
-                      double rounding = std::numeric_limits<Real>::epsilon()) {
+double run_trajectory(const std::string& name, double loss_tol, double param_tol) {
   test::fixture fx("model/train_" + name + ".lwfx");
   const auto c = fx.ints("config");  // V, P, C, L, H, KVH, D, F, B, T
   const auto hyper = fx.f64("hyper");  // lr, wd, beta1, beta2, eps, clip
@@ -89,7 +85,8 @@ double run_trajectory(const std::string& name, double loss_tol, double param_tol
   // learning rate of the reference (with these betas one step moves an element by at most lr, Kingma &
   // Ba 2015, section 2.1); every other element within param_tol.
   double worst = 0;
-  const double rounding_decided = 10 * oc.eps * (rounding / std::numeric_limits<float>::epsilon());
+  const double rounding_decided =
+      10 * oc.eps * (std::numeric_limits<Real>::epsilon() / std::numeric_limits<float>::epsilon());
   for (const auto& e : net.layout().entries()) {
     CAPTURE(e.name);
     const auto want = fx.f64("final." + e.name), rms_min = fx.f64("rms_min." + e.name);
@@ -102,7 +99,7 @@ double run_trajectory(const std::string& name, double loss_tol, double param_tol
         CAPTURE(j);
         CHECK(std::abs(got.back() - want[j]) <= 2.0001 * oc.lr * static_cast<double>(losses.size()));
       }
-      worst = std::max(worst, test::rel_error(got, std::vector<double>(want.begin(), want.end())));
+      worst = std::max(worst, test::rel_error(got, want));
       continue;
     }
     for (std::size_t j = 0; j < want.size(); ++j) {

@@ -450,8 +450,8 @@ inline std::string precision_named(std::string_view source, std::string_view val
 inline bool parse_precision(std::string_view value, const machine& host, const std::vector<provider>& compiled,
                             std::string_view forced, std::string_view source = "LWCL_GEMM_PRECISION") {
   if (value.empty() || value == "f32") return false;
-  check(value == "bf16", precision_named(source, value), ": expected f32 or bf16");
   const std::string named = precision_named(source, value);
+  check(value == "bf16", named, ": expected f32 or bf16");
   check(std::find(compiled.begin(), compiled.end(), provider::onednn) != compiled.end(), named,
         " runs the GEMMs on oneDNN's matmul, which is not compiled into this program "
         "(libdnnl-dev was not found when it was built)");
