@@ -267,13 +267,16 @@ watch() {
 # jobs compare with theirs, plus, for the job each queue runs now, the program's own estimate from the
 # runs it has trained (its log's last progress line), shared over the queues.
 time_left() {
-  local j done_n=0 measured=0 planned=0 left0=0 left1=0 live0=0 live1=0 s k now
-  # live_left <queue> <log name>: true when the queue runs that log now and its program gave an estimate
-  # (printed in minutes)
-  live_left() {
-    [ -f "$out/.queue$1" ] && [ "$(cat "$out/.queue$1")" = "$2" ] || return 1
-    now=$(grep -a '^######## .* min left)' "$out/$2.log" 2>/dev/null | tail -1 | sed -n 's/.*about \([0-9]*\) min left)$/\1/p')
-    [ -n "$now" ] && echo "$now"
+  local j done_n=0 measured=0 planned=0 left0=0 left1=0 live0=0 live1=0 s k
+  # add_left <queue> <log name> <planned minutes>: the program's own estimate (live<queue>) when the queue
+  # runs that log now and the program gave one, else the planned minutes (left<queue>)
+  add_left() {
+    local now=""
+    if [ -f "$out/.queue$1" ] && [ "$(cat "$out/.queue$1")" = "$2" ]; then
+      now=$(grep -a '^######## .* min left)' "$out/$2.log" 2>/dev/null | tail -1 | sed -n 's/.*about \([0-9]*\) min left)$/\1/p') ||
+        now=""
+    fi
+    if [ -n "$now" ]; then eval "live$1=\$((live$1 + now))"; else eval "left$1=\$((left$1 + $3))"; fi
   }
   for j in "${jobs[@]}"; do
     if [ -f "$out/$j/run_all.done" ]; then
@@ -283,14 +286,11 @@ time_left() {
       if [ -n "$s" ] && [ "$s" -gt 0 ]; then measured=$((measured + s)); planned=$((planned + ${job_minutes[$j]} * 60)); fi
     elif split "$j"; then  # half of it on each queue, for each part not finished
       for k in 0 1; do
-        [ -f "$out/$j/run_all.part$k.done" ] && continue
-        if now=$(live_left $k "$j.part$k"); then eval "live$k=\$((live$k + now))"
-        else eval "left$k=\$((left$k + ${job_minutes[$j]} / 2))"; fi
+        [ -f "$out/$j/run_all.part$k.done" ] || add_left "$k" "$j.part$k" $((${job_minutes[$j]} / 2))
       done
     else
       k=${job_queue[$j]}; [ "$(nproc)" -ge 2 ] || k=0
-      if now=$(live_left "$k" "$j"); then eval "live$k=\$((live$k + now))"
-      else eval "left$k=\$((left$k + ${job_minutes[$j]}))"; fi
+      add_left "$k" "$j" "${job_minutes[$j]}"
     fi
   done
   awk -v a="$left0" -v b="$left1" -v la="$live0" -v lb="$live1" -v m="$measured" -v p="$planned" -v d="$done_n" \
