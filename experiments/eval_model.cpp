@@ -4,13 +4,16 @@
 // for the same token ids can be compared (format in docs/file-formats.md; tools/compare_logits.py).
 // With --mc TASK.jsonl (one or more) it scores zero-shot multiple-choice tasks with lm-eval's protocol
 // (eval/multiple_choice.hpp; tools/make_mc_tasks.py builds two from the corpora). A packed folder
-// (experiments/quantize --save) is read with its weights dequantised.
+// (experiments/quantize --save) is read with its weights dequantised, and so is a GGUF file (experiments/export,
+// or one written elsewhere for llama.cpp's gpt2, llama, deci or qwen2), with the tokenizer it carries.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "lwcl/core/fs.hpp"
 #include "lwcl/eval/multiple_choice.hpp"
 #include "lwcl/eval/perplexity.hpp"
+#include "lwcl/model/checkpoint/gguf_model.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/tokenizer/folder.hpp"
 #include "lwcl/quant/checkpoint.hpp"
@@ -57,7 +61,7 @@ int main(int argc, char** argv) {
   std::string model_dir, text_path, dump, split = "-", mc_out;
   std::vector<std::string> mc;
   int seq_len = 0, stride = 0, mc_limit = 0;
-  app.add_option("model", model_dir, "checkpoint folder (config.json, model.safetensors, tokenizer)")->required();
+  app.add_option("model", model_dir, "checkpoint folder (config.json, model.safetensors, tokenizer) or a GGUF file")->required();
   app.add_option("text", text_path, "UTF-8 text file to score (perplexity)")->check(CLI::ExistingFile);
   app.add_option("--mc", mc, "zero-shot multiple-choice task files (jsonl: context, choices, gold), scored with "
                              "lm-eval's protocol")->check(CLI::ExistingFile);
@@ -72,20 +76,38 @@ int main(int argc, char** argv) {
   return lwcl::guard_main([&] {
     namespace fs = std::filesystem;
     check(!text_path.empty() || !mc.empty(), "eval_model: nothing to score; give a text file, --mc TASK.jsonl, or both");
-    const auto cfg = checkpoint::read_hf_config(model_dir);
     backend::cpu be;
-    model::transformer<backend::cpu> net(be, cfg, dtype::f32);
-    // A packed folder (quant/checkpoint.hpp) is scored through its dequantised weights.
-    const bool packed = !fs::exists(fs::path(model_dir) / "model.safetensors") && fs::exists(fs::path(model_dir) / quant::packed_file);
-    if (packed) {
-      const auto p = quant::load_packed_weights(net, model_dir);
-      std::printf("eval_model: packed checkpoint, %zu quantised linears (%s), %s on disk\n", p.names.size(),
-                  p.weights.empty() ? "none" : p.weights.front().format.describe().c_str(),
-                  report::human_bytes(static_cast<double>(p.file_bytes)).c_str());
+    std::unique_ptr<model::transformer<backend::cpu>> loaded;
+    std::unique_ptr<tokenizer::byte_bpe> gguf_tok;
+    if (checkpoint::is_gguf_file(model_dir)) {
+      // A GGUF file (model/checkpoint/gguf_model.hpp) carries its tokenizer; quantised blocks are dequantised.
+      auto [g, contents] = checkpoint::load_gguf(be, model_dir);
+      check(contents.tokenizer != nullptr, "eval_model: '", model_dir, "' has ", contents.tokenizer_note,
+            " (expected llama.cpp's gpt2 tokenizer model with the gpt-2 pre-tokenizer, as experiments/export writes)");
+      std::map<std::string, int> types;
+      for (const auto& [name, t] : contents.types) ++types[std::string(checkpoint::gguf::tensor_type_name(t))];
+      std::string listed;
+      for (const auto& [t, n] : types) listed += (listed.empty() ? "" : ", ") + std::to_string(n) + " " + t;
+      std::printf("eval_model: GGUF file, architecture %s, tensors %s, %s on disk\n", contents.architecture.c_str(), listed.c_str(),
+                  report::human_bytes(static_cast<double>(fs::file_size(model_dir))).c_str());
+      loaded = std::move(g);
+      gguf_tok = std::move(contents.tokenizer);
     } else {
-      checkpoint::load_hf_weights(net, model_dir);
+      loaded = std::make_unique<model::transformer<backend::cpu>>(be, checkpoint::read_hf_config(model_dir), dtype::f32);
+      // A packed folder (quant/checkpoint.hpp) is scored through its dequantised weights.
+      const bool packed = !fs::exists(fs::path(model_dir) / "model.safetensors") && fs::exists(fs::path(model_dir) / quant::packed_file);
+      if (packed) {
+        const auto p = quant::load_packed_weights(*loaded, model_dir);
+        std::printf("eval_model: packed checkpoint, %zu quantised linears (%s), %s on disk\n", p.names.size(),
+                    p.weights.empty() ? "none" : p.weights.front().format.describe().c_str(),
+                    report::human_bytes(static_cast<double>(p.file_bytes)).c_str());
+      } else {
+        checkpoint::load_hf_weights(*loaded, model_dir);
+      }
     }
-    const auto tok = tokenizer::byte_bpe_of_folder(model_dir);
+    auto& net = *loaded;
+    const auto& cfg = net.config();
+    const auto tok = gguf_tok ? std::move(*gguf_tok) : tokenizer::byte_bpe_of_folder(model_dir);
     if (!mc.empty()) {
       nlohmann::ordered_json out = nlohmann::ordered_json::array();
       for (const auto& path : mc) {

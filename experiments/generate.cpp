@@ -1,14 +1,15 @@
 // generate: text from one or more checkpoint folders (a teacher and its students) for the same prompt,
 // side by side: each model's continuation, its size, and its decoding speed (tokens/s after the prompt,
 // key/value cache). Greedy by default; --temperature, --top-k, --top-p and --seed sample (model/generate.hpp).
-// The tokenizer is the first folder's (vocab.json + merges.txt or tokenizer.json); every model must share
-// its vocabulary.
+// The tokenizer is the first model's (a folder's vocab.json + merges.txt or tokenizer.json, or the one a GGUF
+// file carries); every model must share its vocabulary. A model may be a GGUF file (experiments/export).
 //   generate runs/teacher/model runs/prune/model --prompt "And God said" --max-new-tokens 40
 #include <CLI/CLI.hpp>
 #include <omp.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "lwcl/backend/host/host.hpp"
 #include "lwcl/core/fs.hpp"
 #include "lwcl/core/program.hpp"
+#include "lwcl/model/checkpoint/gguf_model.hpp"
 #include "lwcl/model/checkpoint/hf.hpp"
 #include "lwcl/model/generate.hpp"
 #include "lwcl/model/tokenizer/folder.hpp"
@@ -31,9 +33,9 @@ int main(int argc, char** argv) {
   std::string prompt, prompt_file, out;
   int max_new = 40;
   model::sampling s;
-  app.add_option("models", models, "checkpoint folders (config.json, model.safetensors; the first holds the tokenizer)")
+  app.add_option("models", models, "checkpoint folders (config.json, model.safetensors) or GGUF files; the first holds the tokenizer")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   app.add_option("--prompt", prompt, "the prompt text");
   app.add_option("--prompt-file", prompt_file, "read the prompt from this UTF-8 file")->check(CLI::ExistingFile);
   app.add_option("--max-new-tokens", max_new, "tokens to generate after the prompt")->capture_default_str();
@@ -50,7 +52,21 @@ int main(int argc, char** argv) {
     s.validate();
     check(prompt.empty() != prompt_file.empty(), "generate: give the prompt with --prompt or --prompt-file (one of them)");
     if (!prompt_file.empty()) prompt = read_text(prompt_file);
-    const auto tok = tokenizer::byte_bpe_of_folder(models.front());
+    backend::cpu be;
+    // A folder's model or a GGUF file's, frozen (no gradient buffer); the tokenizer a GGUF file carries.
+    const auto load = [&](const std::string& path) {
+      if (!checkpoint::is_gguf_file(path)) return checkpoint::load_hf(be, path, dtype::f32, model::frozen);
+      return checkpoint::load_gguf(be, path, model::frozen).first;  // an xvalue: moved
+    };
+    std::unique_ptr<tokenizer::byte_bpe> gguf_tok;
+    if (checkpoint::is_gguf_file(models.front())) {
+      const checkpoint::gguf::file f(models.front());
+      std::string why;
+      gguf_tok = checkpoint::gguf_detail::tokenizer_of(f, checkpoint::gguf_detail::config_of(f).vocab, &why);
+      check(gguf_tok != nullptr, "generate: '", models.front(), "' has ", why,
+            " (expected llama.cpp's gpt2 tokenizer model with the gpt-2 pre-tokenizer, as experiments/export writes)");
+    }
+    const auto tok = gguf_tok ? std::move(*gguf_tok) : tokenizer::byte_bpe_of_folder(models.front());
     const auto ids = tok.encode(prompt);
     check(!ids.empty(), "generate: the prompt encodes to no token");
     std::printf("prompt (%zu tokens): %s\n", ids.size(), prompt.c_str());
@@ -60,10 +76,9 @@ int main(int argc, char** argv) {
       std::printf("decoding: sampled at temperature %g, top-k %lld, top-p %g, seed %llu; %d new tokens, %d threads\n",
                   s.temperature, static_cast<long long>(s.top_k), s.top_p, static_cast<unsigned long long>(s.seed), max_new,
                   omp_get_max_threads());
-    backend::cpu be;
     nlohmann::ordered_json runs = nlohmann::ordered_json::array();
     for (const auto& dir : models) {
-      auto net = checkpoint::load_hf(be, dir, dtype::f32, model::frozen);
+      auto net = load(dir);
       // A model's vocabulary may be padded past its tokenizer's; ids the tokenizer lacks are never chosen.
       check(net->config().vocab >= static_cast<index_t>(tok.vocab_size()), "generate: '", dir, "' has a vocabulary of ",
             net->config().vocab, " tokens, fewer than the ", tok.vocab_size(), " of the tokenizer of '", models.front(), "'");

@@ -27,7 +27,7 @@ python=(python3 python3-numpy python3-torch)
 corpus=(bible-kjv r-cran-janeaustenr)
 minilm=(python3 python3-pip ca-certificates coreutils)
 hf=(python3 python3-venv python3-pip python3-numpy python3-torch python3-yaml python3-requests
-    python3-typing-extensions ca-certificates)
+    python3-typing-extensions python3-psutil ca-certificates)
 
 want=("${base[@]}")
 with_minilm=0

@@ -45,6 +45,26 @@ def safetensors(tensors, metadata=None):
     return struct.pack("<Q", len(h)) + h + body
 
 
+def gguf(metadata, tensors, alignment=32):
+    """A GGUF v3 file: metadata [(key, type id, packed value bytes)], tensors [(name, dims innermost first,
+    ggml type, raw bytes)], each tensor at the next multiple of the alignment."""
+    def s(text):
+        b = text.encode()
+        return struct.pack("<Q", len(b)) + b
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata))
+    for key, vtype, raw in metadata:
+        head += s(key) + struct.pack("<I", vtype) + raw
+    body, offset = b"", 0
+    for name, dims, ttype, raw in tensors:
+        head += s(name) + struct.pack("<I", len(dims)) + struct.pack("<%dQ" % len(dims), *dims)
+        head += struct.pack("<IQ", ttype, offset)
+        pad = -(len(body) + len(raw)) % alignment
+        body += raw + bytes(pad)
+        offset = len(body)
+    head += bytes(-len(head) % alignment)
+    return head + body
+
+
 def main():
     rng = random.Random(7)
     # safetensors: the small fixtures whole, and hand-made files of every float dtype.
@@ -60,6 +80,23 @@ def main():
         "e": ("I64", [2], struct.pack("<2q", 1, 2)),
         "s": ("F32", [], struct.pack("<f", 1.5)),
     }, {"format": "pt"}))
+    # GGUF: metadata of every scalar type and a string array, and F32, F16, BF16, Q8_0 and Q4_0 tensors.
+    def gs(text):
+        b = text.encode()
+        return struct.pack("<Q", len(b)) + b
+    meta = [("general.architecture", 8, gs("llama")), ("u8", 0, b"\x07"), ("i16", 3, struct.pack("<h", -3)),
+            ("u32", 4, struct.pack("<I", 64)), ("f32", 6, struct.pack("<f", 1e-6)), ("yes", 7, b"\x01"),
+            ("u64", 10, struct.pack("<Q", 1 << 40)), ("f64", 12, struct.pack("<d", 0.5)),
+            ("tokens", 9, struct.pack("<IQ", 8, 3) + gs("a") + gs("b") + gs("ab")),
+            ("heads", 9, struct.pack("<IQ", 5, 2) + struct.pack("<2i", 4, 2))]
+    q8 = struct.pack("<e", 0.5) + bytes((j * 7) & 0xFF for j in range(32))
+    q4 = struct.pack("<e", 0.25) + bytes(range(16))
+    put("gguf", "every_type", gguf(meta, [
+        ("f32", [3, 2], 0, struct.pack("<6f", 0.5, -1.25, 3.0, 0.0, -0.0, 1e-3)),
+        ("f16", [4], 1, struct.pack("<4e", 1.0, -2.0, 0.5, 65504.0)),
+        ("bf16", [2], 30, struct.pack("<2H", 0x3FC0, 0xC000)),
+        ("q8_0", [32, 2], 8, q8 + q8),
+        ("q4_0", [64], 2, q4 + q4)]))
     # config.json of every family.
     for path in sorted(glob.glob(os.path.join(DATA, "**", "config.json"), recursive=True)):
         name = os.path.relpath(os.path.dirname(path), DATA).replace(os.sep, "_")

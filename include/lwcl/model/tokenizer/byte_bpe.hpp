@@ -151,7 +151,27 @@ class byte_bpe {
     return t;
   }
 
+  // From the tokens in id order and the merges best first (a GGUF file's tokenizer).
+  static byte_bpe from_lists(const std::vector<std::string>& tokens, const std::vector<std::pair<std::string, std::string>>& merges,
+                             const std::string& where) {
+    byte_bpe t;
+    nlohmann::json v = nlohmann::json::object();
+    for (std::size_t id = 0; id < tokens.size(); ++id) {
+      if (v.contains(tokens[id]))
+        fail("byte_bpe: token '", tokens[id], "' in '", where, "' has ids ", v[tokens[id]].get<std::int64_t>(), " and ", id,
+             " (expected one id a token)");
+      v[tokens[id]] = id;
+    }
+    t.set_vocab(v, where);
+    std::size_t rank = 0;
+    for (const auto& [a, b] : merges) t.add_merge(a, b, rank++);
+    return t;
+  }
+
   std::size_t vocab_size() const { return id_to_token_.size(); }
+  // Every token in id order (ids run from 0 without gaps), and the merges best first.
+  const std::vector<std::string>& tokens() const { return id_to_token_; }
+  const std::vector<std::pair<std::string, std::string>>& merges() const { return merges_; }
   // The id of a whole token as the vocabulary spells it (a special such as <|endoftext|>), if present.
   std::optional<std::int32_t> token_id(const std::string& token) const {
     const auto it = token_to_id_.find(token);
@@ -202,13 +222,22 @@ class byte_bpe {
       const auto id = it.value().get<std::int64_t>();
       check(id >= 0 && id < std::numeric_limits<std::int32_t>::max(), "byte_bpe: token '", it.key(), "' in '", path,
             "' has id ", id);
+      check(!it.key().empty(), "byte_bpe: '", path, "' has an empty token (id ", id, ")");
+      // The ids are bounded by the tokens before any table is sized by them.
+      check(static_cast<std::size_t>(id) < v.size(), "byte_bpe: token '", it.key(), "' in '", path, "' has id ", id,
+            ", past the vocabulary of ", v.size(), " tokens (expected one token for each id from 0 to ", v.size() - 1, ")");
       token_to_id_[it.key()] = static_cast<std::int32_t>(id);
       if (static_cast<std::size_t>(id) >= id_to_token_.size()) id_to_token_.resize(static_cast<std::size_t>(id) + 1);
-      id_to_token_[static_cast<std::size_t>(id)] = it.key();
+      auto& slot = id_to_token_[static_cast<std::size_t>(id)];
+      check(slot.empty(), "byte_bpe: tokens '", slot, "' and '", it.key(), "' in '", path, "' share id ", id,
+            " (expected one token for each id)");
+      slot = it.key();
     }
+    // n distinct tokens with distinct ids below n: every id from 0 to n - 1 has its token, no gap.
   }
   void add_merge(const std::string& a, const std::string& b, std::size_t rank) {
     merge_rank_.emplace(a + '\x01' + b, rank);
+    merges_.emplace_back(a, b);
   }
 
   void encode_piece(std::string_view bytes, std::vector<std::int32_t>& ids) const {
@@ -250,6 +279,7 @@ class byte_bpe {
   std::unordered_map<std::string, std::int32_t> token_to_id_;
   std::vector<std::string> id_to_token_;
   std::unordered_map<std::string, std::size_t> merge_rank_;
+  std::vector<std::pair<std::string, std::string>> merges_;
 };
 
 }  // namespace lwcl::tokenizer
